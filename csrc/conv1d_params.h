@@ -1,0 +1,50 @@
+// The only thing that crosses from the host code (dispatch.cpp, which sees torch) to the kernel
+// files (which see only CUDA headers): raw pointers, sizes and element strides. Keeping torch out of
+// the .cu files is what keeps the build fast (a .cu that includes <torch/extension.h> costs minutes).
+#pragma once
+
+#include <cstdint>
+
+namespace convkit {
+
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat64 = 3 };
+
+// One struct for the three directions, read as:
+//   forward       reads x, w, bias      writes y
+//   grad-input    reads y (= dy), w     writes x (= dx)
+//   grad-weight   reads x, y (= dy)     writes w (= dw) and bias (= db) when bias is non-null,
+//                 through fp32/fp64 partial sums in `workspace`.
+// Every stride is in elements and every index is 64-bit, so views and tensors of more than 2^31
+// elements need no special path.
+struct Conv1dParams {
+  int64_t batch;
+  int64_t in_channels;
+  int64_t out_channels;
+  int64_t in_length;
+  int64_t out_length;
+  int64_t kernel_size;
+  int64_t stride;
+  int64_t pad_left;  // the right pad is implied by out_length
+  int64_t dilation;
+  int64_t groups;
+
+  int64_t x_stride_b, x_stride_c, x_stride_l;
+  int64_t w_stride_o, w_stride_i, w_stride_k;
+  int64_t y_stride_b, y_stride_c, y_stride_l;
+
+  void* x;
+  void* w;
+  void* bias;
+  void* y;
+
+  // grad-weight only: partial sums, `weight_splits` x (out_channels * in_channels/groups * kernel_size)
+  // accumulator values, then `bias_splits` x out_channels.
+  void* workspace;
+  int64_t weight_splits;
+  int64_t bias_splits;
+
+  DType dtype;
+  int num_sms;
+};
+
+}  // namespace convkit

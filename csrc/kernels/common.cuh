@@ -1,0 +1,87 @@
+// Device-side helpers shared by every kernel file: dtype mapping, loads/stores through the
+// accumulator type, block reductions, grid sizing. CUDA headers only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../conv1d_params.h"
+
+namespace convkit {
+
+template <DType dt> struct ScalarOf;
+template <> struct ScalarOf<DType::kFloat32> { using type = float; };
+template <> struct ScalarOf<DType::kFloat16> { using type = __half; };
+template <> struct ScalarOf<DType::kBFloat16> { using type = __nv_bfloat16; };
+template <> struct ScalarOf<DType::kFloat64> { using type = double; };
+
+// fp16/bf16/fp32 accumulate in fp32; fp64 stays fp64 so gradcheck can run on the real kernels.
+template <typename T> struct AccOf { using type = float; };
+template <> struct AccOf<double> { using type = double; };
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_acc(float v);
+template <> __device__ __forceinline__ float from_acc<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_acc<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <typename T> __device__ __forceinline__ T from_acc(double v) { return v; }
+
+template <typename T> __device__ __forceinline__ auto load(const void* base, int64_t idx) {
+  return to_acc(__ldg(static_cast<const T*>(base) + idx));
+}
+// __ldg has no overload for the 16-bit float types on every toolkit; read them as raw shorts.
+template <> __device__ __forceinline__ auto load<__half>(const void* base, int64_t idx) {
+  unsigned short raw = __ldg(static_cast<const unsigned short*>(base) + idx);
+  return __half2float(__ushort_as_half(raw));
+}
+template <> __device__ __forceinline__ auto load<__nv_bfloat16>(const void* base, int64_t idx) {
+  unsigned short raw = __ldg(static_cast<const unsigned short*>(base) + idx);
+  return __bfloat162float(__ushort_as_bfloat16(raw));
+}
+
+template <typename T, typename A> __device__ __forceinline__ void store(void* base, int64_t idx, A v) {
+  static_cast<T*>(base)[idx] = from_acc<T>(v);
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds one value per warp.
+template <typename A> __device__ __forceinline__ A block_sum(A v, A* scratch) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  A total = 0;
+  for (int i = 0; i < nwarps; ++i) total += scratch[i];  // fixed order: deterministic
+  return total;
+}
+
+// Grids are 1-D with a grid-stride loop over tiles, so no launch ever hits the 65535 limit of
+// gridDim.y/z whatever B * C is, and a launch never asks for more blocks than can usefully run.
+inline unsigned grid_for(int64_t tiles, int num_sms, int blocks_per_sm = 16) {
+  int64_t cap = static_cast<int64_t>(num_sms > 0 ? num_sms : 1) * blocks_per_sm;
+  int64_t g = tiles < cap ? tiles : cap;
+  return static_cast<unsigned>(g > 0 ? g : 1);
+}
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Runs `body` with the scalar type named by `dt`.
+#define CONVKIT_DISPATCH_DTYPE(dt, ...)                                 \
+  switch (dt) {                                                         \
+    case DType::kFloat32: { using scalar_t = float; __VA_ARGS__; break; } \
+    case DType::kFloat16: { using scalar_t = __half; __VA_ARGS__; break; } \
+    case DType::kBFloat16: { using scalar_t = __nv_bfloat16; __VA_ARGS__; break; } \
+    case DType::kFloat64: { using scalar_t = double; __VA_ARGS__; break; } \
+    default: return cudaErrorInvalidValue;                              \
+  }
+
+}  // namespace convkit

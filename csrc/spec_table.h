@@ -1,0 +1,21 @@
+// The specialised kernels that exist in this build, generated from csrc/specializations.json into
+// csrc/kernels/generated/spec_table.cpp. dispatch.cpp looks a call up here before falling back to
+// the generic kernel of its family.
+#pragma once
+
+#include "kernels/launchers.h"
+
+namespace convkit {
+
+struct SpecEntry {
+  const char* family;  // e.g. "fwd_depthwise"
+  int kernel_size;
+  int stride;
+  int dilation;
+  LaunchFn launch[4];  // indexed by DType
+};
+
+extern const SpecEntry kSpecEntries[];
+extern const int kNumSpecEntries;
+
+}  // namespace convkit

@@ -1,0 +1,132 @@
+"""Build convkit: the Python package plus the CUDA extension convkit._C.
+
+Environment:
+  TORCH_CUDA_ARCH_LIST   architectures to compile (default "8.0;9.0+PTX": SASS for sm_80 and sm_90,
+                         PTX for compute_90 so newer GPUs can JIT it)
+  MAX_JOBS               parallel compile jobs (ninja)
+  CUDA_HOME / CUDA_PATH  the CUDA toolkit; found automatically otherwise (see find_cuda_home)
+  CONVKIT_SKIP_CUDA=1    build the CPU-only package on purpose
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VERSION = "0.1.0"
+DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
+
+
+def _is_toolkit(root):
+    return bool(root) and os.path.isfile(os.path.join(root, "bin", "nvcc")) and os.path.isfile(
+        os.path.join(root, "include", "cuda_runtime.h"))
+
+
+def find_cuda_home():
+    """The CUDA toolkit root, or None.
+
+    torch derives CUDA_HOME from the `nvcc` on PATH, which goes wrong when that nvcc is a wrapper
+    script (for example /usr/local/bin/nvcc doing `exec /usr/local/cuda-13.0/bin/nvcc "$@"`): the
+    derived root has no lib64/libcudart and the link fails. So: explicit variables first, then the
+    real nvcc behind any symlink or wrapper script, then the conventional locations.
+    """
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if _is_toolkit(os.environ.get(var)):
+            return os.environ[var]
+    candidates = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        real = os.path.realpath(nvcc)
+        candidates.append(os.path.dirname(os.path.dirname(real)))
+        try:
+            with open(real, "rb") as f:
+                head = f.read(65536)
+            if head.startswith(b"#!"):
+                for m in re.finditer(rb"(/[^\s'\"]+)/bin/nvcc\b", head):
+                    candidates.append(os.path.realpath(m.group(1).decode()))
+        except OSError:
+            pass
+    candidates += ["/usr/local/cuda"] + sorted(glob.glob("/usr/local/cuda-*"), reverse=True) + ["/opt/cuda"]
+    for root in candidates:
+        if _is_toolkit(root):
+            return root
+    return None
+
+
+def cuda_extension_or_reason():
+    """(ext_modules, cmdclass) for the CUDA build, or ([], {}) and a reason printed loudly."""
+    if os.environ.get("CONVKIT_SKIP_CUDA", "0") not in ("", "0"):
+        return [], {}, "CONVKIT_SKIP_CUDA is set"
+    cuda_home = find_cuda_home()
+    if cuda_home is None:
+        return [], {}, "no CUDA toolkit found (set CUDA_HOME to the toolkit root that holds bin/nvcc)"
+    # cpp_extension reads CUDA_HOME when it is imported, so set it first.
+    os.environ["CUDA_HOME"] = cuda_home
+    try:
+        import torch
+    except ImportError:
+        return [], {}, "torch is not importable in the build environment (use pip's --no-build-isolation)"
+    if torch.version.cuda is None:
+        return [], {}, f"torch {torch.__version__} is a CPU-only build"
+    from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
+    sys.path.insert(0, os.path.join(HERE, "csrc"))
+    import generate_kernels
+
+    if generate_kernels.main([]) != 0:
+        raise RuntimeError("csrc/generate_kernels.py failed")
+
+    sources = (["csrc/dispatch.cpp", "csrc/kernels/generated/spec_table.cpp"]
+               + sorted(glob.glob("csrc/kernels/*.cu"))
+               + sorted(glob.glob("csrc/kernels/generated/*.cu")))
+    ext = CUDAExtension(
+        name="convkit._C",
+        sources=sources,
+        include_dirs=[os.path.join(HERE, "csrc")],
+        extra_compile_args={
+            "cxx": ["-O3"],
+            # No --use_fast_math: results must match torch to the dtype's rounding.
+            "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"],
+        },
+    )
+    print(f"convkit: building the CUDA extension with CUDA_HOME={cuda_home}, "
+          f"TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}, torch {torch.__version__}")
+    return [ext], {"build_ext": BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None
+                                                             or _has_ninja_module())}, None
+
+
+def _has_ninja_module():
+    try:
+        subprocess.check_call([sys.executable, "-m", "ninja", "--version"], stdout=subprocess.DEVNULL)
+        return True
+    except Exception:
+        return False
+
+
+ext_modules, cmdclass, reason = cuda_extension_or_reason()
+if reason:
+    bar = "=" * 78
+    print(f"\n{bar}\nconvkit: NOT building the CUDA extension: {reason}.\n"
+          f"convkit will install and run on CPU tensors only (convkit.cuda_built() is False).\n{bar}\n",
+          file=sys.stderr)
+
+setup(
+    name="convkit",
+    version=VERSION,
+    description="Fast 1D convolution for PyTorch: CUDA kernels, forward and backward",
+    long_description=open(os.path.join(HERE, "README.md")).read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.9",
+    package_dir={"": "python"},
+    packages=find_packages("python"),
+    install_requires=["torch>=2.4"],
+    ext_modules=ext_modules,
+    cmdclass=cmdclass,
+    zip_safe=False,
+)

@@ -1,0 +1,34 @@
+"""float64 reference for conv1d and its gradients, computed by torch, and the comparison rules."""
+import torch
+import torch.nn.functional as F
+
+# Norm-wise relative error allowed per dtype, against the float64 result on the same (rounded) inputs.
+# fp32: convkit's generic and depthwise kernels are IEEE fp32 FFMA (they never use TF32), so the
+# tolerance does not depend on torch.backends.cudnn.allow_tf32.
+REL_TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
+
+
+def reference(x, w, b, dy, stride, pad_left, pad_right, dilation, groups):
+    """(y, dx, dw, db) in float64 (db None when b is None)."""
+    xd = x.detach().double().requires_grad_()
+    wd = w.detach().double().requires_grad_()
+    bd = None if b is None else b.detach().double().requires_grad_()
+    y = F.conv1d(F.pad(xd, (pad_left, pad_right)), wd, bd, stride, 0, dilation, groups)
+    grads = torch.autograd.grad(y, [t for t in (xd, wd, bd) if t is not None], dy.double())
+    return (y.detach(),) + tuple(grads) + ((None,) if b is None else ())
+
+
+def assert_close(actual, expected, dtype, what):
+    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    a = actual.double()
+    assert not torch.isnan(a).any(), f"{what}: NaN in output (element not written?)"
+    if expected.numel() == 0:
+        return
+    err = (a - expected).norm().item()
+    scale = expected.norm().item()
+    tol = REL_TOL[dtype]
+    assert err <= tol * max(scale, 1e-30), f"{what}: relative error {err / max(scale, 1e-30):.3e} > {tol:.1e}"
+    # Norm-wise error can hide one bad element among many: bound the worst element too.
+    worst = (a - expected).abs().max().item()
+    bound = 50 * tol * expected.abs().max().item() + 1e-30
+    assert worst <= bound, f"{what}: max abs error {worst:.3e} > {bound:.3e}"

@@ -1,0 +1,270 @@
+"""convkit's CUDA kernels against torch in float64: forward and every gradient, every dtype."""
+import pytest
+import torch
+
+import convkit
+from convkit.functional import resolve_padding
+
+from reference import REL_TOL, assert_close, reference
+
+pytestmark = pytest.mark.cuda
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+# (name, B, Cin, Cout, K, L, stride, padding, dilation, groups)
+CASES = [
+    ("basic", 2, 4, 6, 3, 37, 1, 1, 1, 1),
+    ("lout_1", 2, 3, 5, 4, 4, 1, 0, 1, 1),
+    ("stride_gt_k", 2, 4, 4, 2, 50, 5, 0, 1, 1),
+    ("padding_gt_k", 1, 3, 2, 3, 17, 1, 7, 1, 1),
+    ("dilation_512", 2, 2, 3, 2, 1100, 1, 0, 512, 1),
+    ("dilated_strided_padded", 2, 5, 7, 3, 151, 3, 2, 4, 1),
+    ("groups_2", 2, 4, 6, 3, 41, 2, 1, 1, 2),
+    ("groups_3_cout_mult", 2, 6, 9, 5, 129, 1, 2, 2, 3),
+    ("depthwise_k3", 3, 8, 8, 3, 129, 1, 1, 1, 8),
+    ("depthwise_k4_causal", 2, 16, 16, 4, 372, 1, "causal", 1, 16),
+    ("depthwise_k31_same", 2, 6, 6, 31, 151, 1, "same", 1, 6),
+    ("depthwise_k5_stride2", 2, 5, 5, 5, 1134, 2, 2, 1, 5),
+    ("depthwise_multiplier_2", 2, 4, 8, 3, 33, 1, 1, 1, 4),
+    ("channels_1", 2, 1, 1, 3, 151, 1, 1, 1, 1),
+    ("batch_0", 0, 3, 4, 3, 20, 1, 1, 1, 1),
+    ("same_even_k", 2, 3, 4, 4, 29, 1, "same", 1, 1),
+    ("valid", 2, 3, 4, 3, 29, 1, "valid", 1, 1),
+    ("many_in_channels", 2, 96, 16, 3, 257, 1, 1, 1, 1),
+    ("long_kernel", 1, 3, 2, 41, 300, 1, 20, 1, 1),
+    ("length_1_padded", 2, 3, 4, 3, 1, 1, 1, 1, 1),
+    ("k1_pointwise", 2, 8, 12, 1, 65, 1, 0, 1, 1),
+]
+
+
+def make_inputs(B, Cin, Cout, K, L, groups, dtype, bias=True, seed=None):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(torch.seed() if seed is None else seed)
+    x = torch.randn(B, Cin, L, device="cuda", generator=g).to(dtype)
+    w = torch.randn(Cout, Cin // groups, K, device="cuda", generator=g).div_((Cin // groups * K) ** 0.5).to(dtype)
+    b = torch.randn(Cout, device="cuda", generator=g).to(dtype) if bias else None
+    return x, w, b
+
+
+def check_case(x, w, b, stride, padding, dilation, groups, dtype):
+    """Runs convkit forward + backward on (x, w, b) and compares all four results with float64 torch."""
+    K = w.shape[2]
+    pl, pr = resolve_padding(padding, K, stride, dilation)
+    xr = x.detach().clone().requires_grad_()
+    wr = w.detach().clone().requires_grad_()
+    br = None if b is None else b.detach().clone().requires_grad_()
+    y = convkit.conv1d(xr, wr, br, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, stride, pl, pr, dilation, groups)
+    assert_close(y, y_ref, dtype, "forward")
+    assert_close(xr.grad, dx_ref, dtype, "grad_input")
+    assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+    if b is not None:
+        assert_close(br.grad, db_ref, dtype, "grad_bias")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_forward_and_grads_match_float64_torch(case, dtype, kernel_path, poison_outputs):
+    _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    check_case(x, w, b, stride, padding, dilation, groups, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_no_bias(dtype, poison_outputs):
+    x, w, _ = make_inputs(2, 4, 6, 3, 40, 2, dtype)
+    check_case(x, w, None, 1, 1, 1, 2, dtype)
+
+
+@pytest.mark.parametrize("layout", ["transposed_BLC", "strided_L", "sliced_channels", "expanded_batch"])
+@pytest.mark.parametrize("groups", [1, 8])
+def test_non_contiguous_inputs(layout, groups, poison_outputs):
+    B, C, L, K = 3, 8, 97, 3
+    dtype = torch.float32
+    if layout == "transposed_BLC":  # a (B, L, C) tensor seen as (B, C, L)
+        x = torch.randn(B, L, C, device="cuda").transpose(1, 2)
+    elif layout == "strided_L":
+        x = torch.randn(B, C, 2 * L, device="cuda")[:, :, ::2]
+    elif layout == "sliced_channels":
+        x = torch.randn(B, 2 * C, L, device="cuda")[:, 1::2]
+    else:
+        x = torch.randn(1, C, L, device="cuda").expand(B, C, L)
+    assert not x.is_contiguous()
+    w = torch.randn(2 * C, C // groups, K, device="cuda").transpose(1, 2).contiguous().transpose(1, 2)[:C]
+    b = torch.randn(2 * C, device="cuda")[::2]
+    check_case(x, w, b, 1, 1, 1, groups, dtype)
+
+
+def test_expanded_grad_output_from_sum(poison_outputs):
+    # y.sum().backward() hands the op an expanded (stride-0) gradient
+    x = torch.randn(2, 4, 50, device="cuda", dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 4, 3, device="cuda", dtype=torch.float64, requires_grad=True)
+    convkit.conv1d(x, w, padding=1).sum().backward()
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    torch.nn.functional.conv1d(xr, wr, padding=1).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+
+
+def test_gradcheck_float64_on_real_kernels():
+    x = torch.randn(2, 4, 13, device="cuda", dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 2, 3, device="cuda", dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, device="cuda", dtype=torch.float64, requires_grad=True)
+    f = lambda x, w, b: convkit.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=2)
+    assert torch.autograd.gradcheck(f, (x, w, b))
+
+
+@pytest.mark.parametrize("entry", convkit.spec_entries() or [None], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_specialised_entry_is_used_and_correct(entry, dtype, poison_outputs):
+    if entry is None:
+        pytest.skip("no specialised entries in this build")
+    family, K, S, D = entry
+    assert family == "fwd_depthwise"
+    C = 6
+    x, w, b = make_inputs(3, C, C, K, 517, C, dtype)
+    assert convkit.explain(x, w, b, stride=S, padding=K // 2, dilation=D, groups=C)["forward"] == \
+        f"conv1d_fwd_depthwise<K={K},S={S},D={D}>"
+    check_case(x, w, b, S, K // 2, D, C, dtype)
+
+
+def test_force_generic_env_switches_kernel(monkeypatch):
+    x, w, b = make_inputs(1, 4, 4, 3, 10, 4, torch.float32)
+    assert convkit.explain(x, w, b, padding=1, groups=4)["forward"].startswith("conv1d_fwd_depthwise")
+    monkeypatch.setenv("CONVKIT_FORCE_GENERIC", "1")
+    assert convkit.explain(x, w, b, padding=1, groups=4)["forward"] == "conv1d_fwd_generic"
+
+
+def test_grad_weight_is_deterministic():
+    x, w, b = make_inputs(8, 16, 16, 5, 4099, 1, torch.float32)
+    dy = torch.randn(8, 16, 4099, device="cuda")
+    grads = []
+    for _ in range(3):
+        wr, br = w.clone().requires_grad_(), b.clone().requires_grad_()
+        convkit.conv1d(x, wr, br, padding=2).backward(dy)
+        grads.append((wr.grad, br.grad))
+    for gw, gb in grads[1:]:
+        assert torch.equal(gw, grads[0][0]) and torch.equal(gb, grads[0][1])
+
+
+def test_runs_on_current_stream_without_host_sync():
+    x, w, b = make_inputs(4, 8, 8, 3, 1000, 1, torch.float32)
+    x.requires_grad_()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.cuda.stream(s):
+            y = convkit.conv1d(x, w, b, padding=1)
+            y.backward(torch.ones_like(y))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, torch.nn.functional.conv1d(x.detach(), w, b, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_unbatched_input():
+    x, w, b = make_inputs(1, 4, 6, 3, 30, 1, torch.float32)
+    y = convkit.conv1d(x[0], w, b, padding=1)
+    assert y.shape == (6, 30)
+    torch.testing.assert_close(y, torch.nn.functional.conv1d(x[0], w, b, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_module_trains_like_nn_conv1d_on_cuda():
+    torch.manual_seed(0)
+    ref = torch.nn.Conv1d(8, 16, 5, stride=2, padding=3, dilation=2, groups=2, padding_mode="reflect").cuda().double()
+    mine = convkit.convert(torch.nn.Sequential(torch.nn.Conv1d(8, 16, 5, stride=2, padding=3, dilation=2, groups=2,
+                                                               padding_mode="reflect"))).cuda().double()
+    mine[0].load_state_dict(ref.state_dict())
+    x = torch.randn(3, 8, 64, device="cuda", dtype=torch.float64)
+    for m in (ref, mine):
+        m.zero_grad()
+        m(x).square().sum().backward()
+    torch.testing.assert_close(mine[0].weight.grad, ref.weight.grad)
+    torch.testing.assert_close(mine[0].bias.grad, ref.bias.grad)
+
+
+def test_compile_fullgraph_on_cuda():
+    m = convkit.Conv1d(4, 8, 3, padding="causal").cuda()
+    x = torch.randn(2, 4, 33, device="cuda", requires_grad=True)
+    f = torch.compile(m, fullgraph=True)
+    y = f(x)
+    y.sum().backward()
+    torch.testing.assert_close(y, m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_opcheck_on_cuda():
+    x, w, b = make_inputs(2, 4, 6, 3, 20, 2, torch.float32)
+    torch.library.opcheck(torch.ops.convkit.conv1d_forward.default, (x, w, b, 2, 1, 2, 1, 2))
+    dy = torch.randn(2, 6, 11, device="cuda")
+    torch.library.opcheck(torch.ops.convkit.conv1d_backward_input.default, (dy, w, 20, 2, 1, 2, 1, 2))
+    torch.library.opcheck(torch.ops.convkit.conv1d_backward_params.default,
+                          (dy, x, 3, 2, 1, 2, 1, 2, True, True))
+
+
+def test_tensor_on_other_device_than_current():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    x, w, b = make_inputs(2, 4, 6, 3, 30, 1, torch.float32)
+    x, w, b = x.to("cuda:1"), w.to("cuda:1"), b.to("cuda:1")
+    with torch.cuda.device(0):
+        y = convkit.conv1d(x, w, b, padding=1)
+    assert y.device == x.device
+    torch.testing.assert_close(y, torch.nn.functional.conv1d(x, w, b, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_errors_are_python_exceptions():
+    x, w, b = make_inputs(2, 4, 6, 3, 30, 1, torch.float32)
+    with pytest.raises(RuntimeError, match="same device|device"):
+        convkit.conv1d(x, w.cpu())
+    with pytest.raises(RuntimeError, match="not supported on CUDA"):
+        convkit.conv1d(x.to(torch.int32), w.to(torch.int32))
+    with pytest.raises(RuntimeError, match="should be the same"):
+        convkit.conv1d(x, w.double())
+
+
+@pytest.mark.large
+def test_input_over_2_pow_31_elements():
+    # One row longer than 2^31: every index past the int32 range must be 64-bit.
+    L = 2**31 + 1001
+    dtype = torch.float16
+    x = torch.randn(1, 1, L, device="cuda", dtype=dtype)
+    w = torch.randn(1, 1, 3, device="cuda", dtype=dtype)
+    b = torch.randn(1, device="cuda", dtype=dtype)
+    xr = x.requires_grad_()
+    wr = w.clone().requires_grad_()
+    br = b.clone().requires_grad_()
+    y = convkit.conv1d(xr, wr, br, padding=1)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    assert y.shape == (1, 1, L)
+    for start in (0, 2**31 - 700, L - 700):
+        sl = slice(max(start - 1, 0), start + 701)
+        ref = torch.nn.functional.conv1d(x.detach()[:, :, sl].double(), w.double(), b.double(), padding=1)
+        off = start - sl.start
+        got = y.detach()[:, :, start:start + 700].double()
+        torch.testing.assert_close(got, ref[:, :, off:off + 700], rtol=4e-3, atol=4e-3)
+        # grad_input at those positions: dx[i] = sum_k w[k] dy[i + 1 - k]
+        dys = dy[:, :, sl].double()
+        refx = torch.nn.functional.conv_transpose1d(dys, w.double(), padding=1)
+        torch.testing.assert_close(xr.grad[:, :, start:start + 700].double(), refx[:, :, off:off + 700],
+                                   rtol=4e-3, atol=4e-3)
+    # grad_weight over all 2^31 terms, reference accumulated in float64 by chunks
+    xd = torch.nn.functional.pad(x.detach(), (1, 1))
+    ref_w = torch.zeros(3, dtype=torch.float64, device="cuda")
+    scale = torch.zeros(3, dtype=torch.float64, device="cuda")
+    chunk = 2**28
+    for s in range(0, L, chunk):
+        e = min(s + chunk, L)
+        d = dy[0, 0, s:e].double()
+        for k in range(3):
+            t = d * xd[0, 0, s + k:e + k].double()
+            ref_w[k] += t.sum()
+            scale[k] += t.abs().sum()
+    err = (wr.grad[0, 0].double() - ref_w).abs()
+    assert (err <= 1e-5 * scale + 1e-3).all(), (wr.grad, ref_w, scale)
+    ref_b = sum(dy[0, 0, s:s + chunk].double().sum() for s in range(0, L, chunk))
+    assert abs(br.grad.double().item() - ref_b.item()) <= 1e-5 * dy.abs().double().sum().item() + 1e-3
