@@ -125,6 +125,7 @@ setup(
     python_requires=">=3.9",
     package_dir={"": "python"},
     packages=find_packages("python"),
+    package_data={"convkit": ["bench_suite.json"]},
     install_requires=["torch>=2.4"],
     ext_modules=ext_modules,
     cmdclass=cmdclass,

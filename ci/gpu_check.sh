@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU workflow in one call: build convkit on a CUDA machine from this tree, run the whole test
+# suite with CUDA, run the benchmark, and leave logs under $OUT (default ./gpu_logs).
+#
+#   bash ci/gpu_check.sh                 # build + tests + benchmark
+#   bash ci/gpu_check.sh tests           # build + tests
+#   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
+#   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments
+#
+# Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0 (halves the build).
+set -uo pipefail
+what=${1:-all}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$repo/gpu_logs}
+mkdir -p "$OUT"
+export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+
+t0=$(date +%s)
+if ! (cd "$repo" && $PY -m pip install --no-build-isolation --no-deps --force-reinstall -v . >"$OUT/build.log" 2>&1); then
+  grep -E "error|Error" "$OUT/build.log" | head -40
+  echo "BUILD FAILED (log: $OUT/build.log)"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" | tee "$OUT/summary.txt"
+
+# Run from outside the source tree so the installed package, not python/, is what gets tested.
+cd /tmp
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --junitxml='$OUT/junit.xml' ${PYTEST_ARGS:-}" \
+    >"$OUT/tests.log" 2>&1
+  rc=$?
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
+  echo "tests: $(tail -1 "$OUT/tests.log") (exit $rc)" | tee -a "$OUT/summary.txt"
+  [ $rc -eq 0 ] || status=1
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  eval "$PY -m convkit.bench --json '$OUT/bench.json' ${BENCH_ARGS:-}" 2>&1 | tee "$OUT/bench.log"
+  [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+fi
+cat "$OUT/summary.txt"
+exit $status

@@ -1,0 +1,215 @@
+"""Benchmark convkit against torch.nn.functional.conv1d: `python -m convkit.bench`.
+
+Every case of the suite (bench_suite.json, a copy of the project's benchmark suite) is timed for
+convkit and for torch in this process, on the same tensors, with CUDA events (median of repeated
+runs, after warm-up), forward ("fwd") and forward+backward ("fwdbwd"). Each row reports both times,
+the ratio (torch / convkit: > 1 means convkit is faster) and each one's percent of the floor:
+
+  floor = max(bytes / 4.26 TB/s, FLOPs / rate)          (../shared/PERFORMANCE.md, H200)
+  fwd:    bytes = x + w + y,            FLOPs = 2 * B * Cout * Lout * Cin/groups * K
+  fwdbwd: bytes = x + y + dy + dx + 2w, FLOPs = 3 * the forward's
+  rate:   790 TFLOP/s for bf16/fp16 (tensor cores), 67 TFLOP/s for fp32 (FMA)
+
+torch runs with its default precision flags (TF32 allowed for fp32 convolutions); convkit's current
+kernels compute fp32 in IEEE FMA.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+import convkit
+from convkit.functional import resolve_padding
+
+COPY_BW = 4.26e12
+RATE = {torch.bfloat16: 790e12, torch.float16: 790e12, torch.float32: 67e12}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_suite.json")
+
+
+def load_suite(path=SUITE):
+    with open(path) as f:
+        return json.load(f)
+
+
+def floor_ms(case, dtype, lout, direction):
+    esize = torch.tensor([], dtype=dtype).element_size()
+    B, Cin, Cout, K, L, g = (case[k] for k in ("B", "Cin", "Cout", "K", "L", "groups"))
+    x, y, w = B * Cin * L * esize, B * Cout * lout * esize, Cout * (Cin // g) * K * esize
+    flops = 2.0 * B * Cout * lout * (Cin // g) * K
+    if direction == "fwd":
+        nbytes = x + w + y
+    else:
+        nbytes, flops = 2 * x + 2 * y + 2 * w, 3 * flops
+    return 1e3 * max(nbytes / COPY_BW, flops / RATE[dtype])
+
+
+def time_ms(fn, target_ms=150.0, max_reps=100):
+    """Median of CUDA-event timings; the repeat count adapts so each config costs ~target_ms."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    est = max(start.elapsed_time(end), 1e-3)
+    reps = int(min(max_reps, max(3, target_ms / est)))
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in times)
+
+
+@contextmanager
+def force_generic(on):
+    old = os.environ.get("CONVKIT_FORCE_GENERIC")
+    if on:
+        os.environ["CONVKIT_FORCE_GENERIC"] = "1"
+    else:
+        os.environ.pop("CONVKIT_FORCE_GENERIC", None)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CONVKIT_FORCE_GENERIC", None)
+        else:
+            os.environ["CONVKIT_FORCE_GENERIC"] = old
+
+
+def run_case(case, dtype, directions, compare_generic):
+    B, Cin, Cout, K, L = (case[k] for k in ("B", "Cin", "Cout", "K", "L"))
+    stride, dilation, groups, padding = case["stride"], case["dilation"], case["groups"], case["padding"]
+    pl, pr = resolve_padding(padding, K, stride, dilation)
+    x = torch.randn(B, Cin, L, device="cuda", dtype=dtype)
+    w = torch.randn(Cout, Cin // groups, K, device="cuda", dtype=dtype)
+    b = torch.randn(Cout, device="cuda", dtype=dtype)
+    kw = dict(stride=stride, dilation=dilation, groups=groups)
+
+    def ck():
+        return convkit.conv1d(x, w, b, padding=padding, **kw)
+
+    def tc():  # torch has no 'causal': pad explicitly (the pad is part of what a torch user pays)
+        return F.conv1d(F.pad(x, (pl, pr)) if pl != pr else x, w, b, padding=0 if pl != pr else pl, **kw)
+
+    rows = []
+    y = ck()
+    lout = y.shape[2]
+    kernel = convkit.explain(x, w, b, padding=padding, **kw)["forward"]
+    for direction in directions:
+        if direction == "fwd":
+            with torch.no_grad():
+                fns = {"convkit": ck, "torch": tc}
+                res = {name: time_ms(fn) for name, fn in fns.items()}
+                if compare_generic and kernel != "conv1d_fwd_generic":
+                    with force_generic(True):
+                        res["generic"] = time_ms(ck)
+        else:
+            for t in (x, w, b):
+                t.requires_grad_(True)
+            dy = torch.randn(B, Cout, lout, device="cuda", dtype=dtype)
+
+            def step(f):
+                def run():
+                    for t in (x, w, b):
+                        t.grad = None
+                    f().backward(dy)
+                return run
+
+            res = {"convkit": time_ms(step(ck)), "torch": time_ms(step(tc))}
+            for t in (x, w, b):
+                t.requires_grad_(False)
+                t.grad = None
+        fl = floor_ms(case, dtype, lout, direction)
+        row = {"case": case["name"], "family": case["family"], "dtype": str(dtype).replace("torch.", ""),
+               "direction": direction, "convkit_ms": res["convkit"], "torch_ms": res["torch"], "floor_ms": fl,
+               "kernel": kernel if direction == "fwd" else kernel + " + generic backward"}
+        if "generic" in res:
+            row["generic_ms"] = res["generic"]
+        rows.append(row)
+    del x, w, b, y
+    torch.cuda.empty_cache()
+    return rows
+
+
+def header():
+    return {"header": True, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "convkit": convkit.__version__,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
+def fmt_row(r):
+    ratio = r["torch_ms"] / r["convkit_ms"]
+    s = (f"{r['case']:<20} {r['dtype']:<9} {r['direction']:<6} {r['convkit_ms']:>9.3f} {r['torch_ms']:>9.3f} "
+         f"{ratio:>7.2f}x {100 * r['floor_ms'] / r['convkit_ms']:>6.1f}% {100 * r['floor_ms'] / r['torch_ms']:>6.1f}%")
+    if "generic_ms" in r:
+        s += f"  spec/generic {r['generic_ms'] / r['convkit_ms']:.2f}x faster"
+    return s
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['case']}\n{r['dtype']} {r['direction']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows)), 5))
+    xs = range(len(rows))
+    ax.bar([i - 0.2 for i in xs], [100 * r["floor_ms"] / r["convkit_ms"] for r in rows], 0.4, label="convkit")
+    ax.bar([i + 0.2 for i in xs], [100 * r["floor_ms"] / r["torch_ms"] for r in rows], 0.4, label="torch")
+    ax.set_ylabel("% of floor (higher is better)")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=90, fontsize=6)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default="", help="comma-separated case names or families (default: all)")
+    ap.add_argument("--dtypes", default="", help="comma-separated: float32,bfloat16,float16 (default: suite's)")
+    ap.add_argument("--directions", default="fwd,fwdbwd")
+    ap.add_argument("--compare-generic", action="store_true",
+                    help="also time the forward with CONVKIT_FORCE_GENERIC=1 where a specialised kernel runs")
+    ap.add_argument("--json", help="write the records (and a header record) to this file")
+    ap.add_argument("--plot", help="draw percent-of-floor bars to this PNG")
+    args = ap.parse_args(argv)
+    if not (torch.cuda.is_available() and convkit.cuda_built()):
+        print("convkit.bench needs a CUDA GPU and convkit's CUDA extension", file=sys.stderr)
+        return 2
+    suite = load_suite()
+    wanted = [c for c in args.cases.split(",") if c]
+    cases = [c for c in suite["cases"] if not wanted or c["name"] in wanted or c["family"] in wanted]
+    dtypes = [DTYPES[d] for d in (args.dtypes.split(",") if args.dtypes else suite["dtypes"])]
+    directions = args.directions.split(",")
+    print(header())
+    print(f"{'case':<20} {'dtype':<9} {'dir':<6} {'convkit':>9} {'torch':>9} {'speedup':>8} {'ck%flr':>7} "
+          f"{'th%flr':>7}   (ms, median; speedup = torch/convkit)")
+    rows = []
+    for case in cases:
+        for dtype in dtypes:
+            for r in run_case(case, dtype, directions, args.compare_generic):
+                print(fmt_row(r), flush=True)
+                rows.append(r)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([header()] + rows, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
