@@ -7,13 +7,17 @@
 
 namespace convkit {
 
+// Fused epilogue activation; the same codes as python/convkit/functional.py ACTIVATIONS.
+enum Activation : int { kActNone = 0, kActReLU = 1, kActSiLU = 2, kActGELU = 3 };
+
 enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat64 = 3 };
 
 // One struct for the three directions, read as:
 //   forward       reads x, w, bias      writes y
 //   grad-input    reads y (= dy), w     writes x (= dx)
 //   grad-weight   reads x, y (= dy)     writes w (= dw) and bias (= db) when bias is non-null,
-//                 through fp32/fp64 partial sums in `workspace`.
+//                 through fp32/fp64 partial sums in `workspace` (generic kernels)
+//   fused depthwise backward: see grad_x / grad_w / grad_bias below.
 // Every stride is in elements and every index is 64-bit, so views and tensors of more than 2^31
 // elements need no special path.
 struct Conv1dParams {
@@ -37,6 +41,13 @@ struct Conv1dParams {
   void* bias;
   void* y;
 
+  // The fused depthwise backward reads x, w, bias, y (= dy) as the forward would and writes these
+  // instead (each may be null when not requested); grad_x has its own strides.
+  void* grad_x;
+  int64_t gx_stride_b, gx_stride_c, gx_stride_l;
+  void* grad_w;
+  void* grad_bias;
+
   // grad-weight only: partial sums, `weight_splits` x (out_channels * in_channels/groups * kernel_size)
   // accumulator values, then `bias_splits` x out_channels.
   void* workspace;
@@ -45,6 +56,7 @@ struct Conv1dParams {
 
   DType dtype;
   int num_sms;
+  int activation;  // forward epilogue / backward pre-multiplier; see kernels/activation.cuh
 };
 
 }  // namespace convkit

@@ -35,10 +35,6 @@ DType dtype_of(const at::Tensor& t) {
   return DType::kFloat32;
 }
 
-bool force_generic() {
-  const char* v = std::getenv("CONVKIT_FORCE_GENERIC");
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
 
 // Multiprocessors of the current device (the caller holds a device guard), cached per device.
 int sm_count() {
@@ -127,26 +123,85 @@ void check_launch(cudaError_t err, const std::string& kernel) {
   TORCH_CHECK(err == cudaSuccess, "convkit: kernel ", kernel, " failed: ", cudaGetErrorString(err));
 }
 
+int smem_optin_limit() {
+  static int cache[64] = {0};
+  int dev = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return 48 * 1024;
+  if (cache[dev] == 0) C10_CUDA_CHECK(cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return cache[dev];
+}
+
+// CONVKIT_FORCE_GENERIC: unset/0 = normal dispatch; 1 = ignore the specialisation table (each
+// family's runtime-shape kernel); all = the any-configuration generic kernels for everything.
+enum class Force { kNone, kNoSpecialised, kAllGeneric };
+Force forced() {
+  const char* v = std::getenv("CONVKIT_FORCE_GENERIC");
+  if (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0) return Force::kNone;
+  return std::strcmp(v, "all") == 0 ? Force::kAllGeneric : Force::kNoSpecialised;
+}
+
 struct Choice {
   LaunchFn launch;
   std::string name;
 };
 
-// The single place where a forward call is matched against the specialisation table.
+const SpecEntry* find_spec(const char* family, const Conv1dParams& p) {
+  for (int i = 0; i < kNumSpecEntries; ++i) {
+    const SpecEntry& e = kSpecEntries[i];
+    if (std::strcmp(e.family, family) == 0 && e.kernel_size == p.kernel_size && e.stride == p.stride &&
+        e.dilation == p.dilation)
+      return &e;
+  }
+  return nullptr;
+}
+
+std::string spec_name(const char* what, const SpecEntry& e) {
+  return std::string(what) + "<K=" + std::to_string(e.kernel_size) + ",S=" + std::to_string(e.stride) +
+         ",D=" + std::to_string(e.dilation) + ">";
+}
+
+template <int K, int S, int D> LaunchFn dw_fwd_fn(DType dt) {
+  switch (dt) {
+    case DType::kFloat32: return &launch_conv1d_fwd_depthwise<DType::kFloat32, K, S, D>;
+    case DType::kFloat16: return &launch_conv1d_fwd_depthwise<DType::kFloat16, K, S, D>;
+    case DType::kBFloat16: return &launch_conv1d_fwd_depthwise<DType::kBFloat16, K, S, D>;
+    default: return &launch_conv1d_fwd_depthwise<DType::kFloat64, K, S, D>;
+  }
+}
+template <int K, int S, int D> LaunchFn dw_bwd_fn(DType dt) {
+  switch (dt) {
+    case DType::kFloat32: return &launch_conv1d_bwd_depthwise<DType::kFloat32, K, S, D>;
+    case DType::kFloat16: return &launch_conv1d_bwd_depthwise<DType::kFloat16, K, S, D>;
+    case DType::kBFloat16: return &launch_conv1d_bwd_depthwise<DType::kBFloat16, K, S, D>;
+    default: return &launch_conv1d_bwd_depthwise<DType::kFloat64, K, S, D>;
+  }
+}
+
+bool is_depthwise(const Conv1dParams& p) { return p.groups == p.in_channels; }
+
+// The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
-  const bool depthwise = p.groups == p.in_channels && p.groups == p.out_channels;
-  if (depthwise && !force_generic()) {
-    for (int i = 0; i < kNumSpecEntries; ++i) {
-      const SpecEntry& e = kSpecEntries[i];
-      if (std::strcmp(e.family, "fwd_depthwise") == 0 && e.kernel_size == p.kernel_size &&
-          e.stride == p.stride && e.dilation == p.dilation) {
-        return {e.launch[static_cast<int>(p.dtype)],
-                "conv1d_fwd_depthwise<K=" + std::to_string(e.kernel_size) + ",S=" + std::to_string(e.stride) +
-                    ",D=" + std::to_string(e.dilation) + ">"};
-      }
-    }
+  const Force f = forced();
+  if (is_depthwise(p) && f != Force::kAllGeneric && depthwise_fwd_smem_bytes(p) <= smem_optin_limit()) {
+    const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
+    if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
+    return {dw_fwd_fn<0, 0, 0>(p.dtype), "conv1d_fwd_depthwise_generic"};
   }
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
+}
+
+// The fused depthwise backward, or {nullptr, ...} when the call needs the generic backward kernels.
+Choice choose_backward(const Conv1dParams& p) {
+  const Force f = forced();
+  const bool eligible = is_depthwise(p) && p.out_channels == p.in_channels && f != Force::kAllGeneric &&
+                        depthwise_bwd_smem_bytes(p) <= smem_optin_limit();
+  if (eligible) {
+    const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
+    if (e != nullptr) return {e->backward[static_cast<int>(p.dtype)], spec_name("conv1d_bwd_depthwise", *e)};
+    if (p.kernel_size <= kDepthwiseBwdMaxRuntimeK) return {dw_bwd_fn<0, 0, 0>(p.dtype), "conv1d_bwd_depthwise_generic"};
+  }
+  return {nullptr, ""};
 }
 
 void check_shapes(const at::Tensor& x, const at::Tensor& w, int64_t groups) {
@@ -157,91 +212,125 @@ void check_shapes(const at::Tensor& x, const at::Tensor& w, int64_t groups) {
   TORCH_CHECK(w.size(2) >= 1, "convkit: kernel size must be >= 1");
 }
 
-}  // namespace
+void check_activation(int64_t activation) {
+  TORCH_CHECK(activation >= kActNone && activation <= kActGELU, "convkit: unknown activation code ", activation);
+}
 
-at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
-                          int64_t stride, int64_t pl, int64_t pr, int64_t dilation, int64_t groups) {
+// Checks the tensors of a call and returns its params (pointers of x, w, bias set).
+Conv1dParams prepare(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias, int64_t stride,
+                     int64_t pl, int64_t pr, int64_t dilation, int64_t groups, int64_t activation) {
   TORCH_CHECK(x.is_cuda(), "convkit: input must be a CUDA tensor");
   check_cuda(w, "weight", x);
   check_shapes(x, w, groups);
-  c10::cuda::CUDAGuard guard(x.device());
+  check_activation(activation);
   Conv1dParams p = make_params(x.size(0), x.size(1), w.size(0), x.size(2), w.size(2), stride, pl, pr, dilation,
                                groups, x);
-  at::Tensor y = new_output({p.batch, p.out_channels, p.out_length}, x.options());
   if (bias.has_value()) {
     check_cuda(*bias, "bias", x);
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == p.out_channels, "convkit: bias must have shape (",
                 p.out_channels, ",)");
+    TORCH_CHECK(bias->stride(0) == 1, "convkit: bias must be contiguous");
   }
-  at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
-  if (y.numel() == 0) return y;
   set_x(p, x);
   set_w(p, w);
+  p.bias = bias.has_value() ? bias->data_ptr() : nullptr;
+  p.activation = static_cast<int>(activation);
+  return p;
+}
+
+c10::optional<at::Tensor> contiguous_bias(const c10::optional<at::Tensor>& bias) {
+  if (!bias.has_value()) return bias;
+  return bias->contiguous();
+}
+
+}  // namespace
+
+at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias_in,
+                          int64_t stride, int64_t pl, int64_t pr, int64_t dilation, int64_t groups,
+                          int64_t activation) {
+  c10::cuda::CUDAGuard guard(x.device());
+  const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
+  Conv1dParams p = prepare(x, w, bias, stride, pl, pr, dilation, groups, activation);
+  at::Tensor y = new_output({p.batch, p.out_channels, p.out_length}, x.options());
+  if (y.numel() == 0) return y;
   set_y(p, y);
-  p.bias = b.defined() ? b.data_ptr() : nullptr;
   const Choice c = choose_forward(p);
   check_launch(c.launch(p, current_stream()), c.name);
   return y;
 }
 
-at::Tensor conv1d_backward_input(const at::Tensor& dy, const at::Tensor& w, int64_t in_length, int64_t stride,
-                                 int64_t pl, int64_t pr, int64_t dilation, int64_t groups) {
-  TORCH_CHECK(dy.is_cuda(), "convkit: grad_output must be a CUDA tensor");
-  check_cuda(w, "weight", dy);
-  TORCH_CHECK(dy.dim() == 3 && w.dim() == 3, "convkit: grad_output and weight must be 3-D");
-  TORCH_CHECK(dy.size(1) == w.size(0), "convkit: grad_output has ", dy.size(1), " channels, weight has ",
-              w.size(0), " output channels");
-  c10::cuda::CUDAGuard guard(dy.device());
-  Conv1dParams p = make_params(dy.size(0), w.size(1) * groups, w.size(0), in_length, w.size(2), stride, pl, pr,
-                               dilation, groups, dy);
-  TORCH_CHECK(p.out_length == dy.size(2), "convkit: grad_output has length ", dy.size(2), ", expected ",
-              p.out_length);
-  at::Tensor dx = new_output({p.batch, p.in_channels, in_length}, dy.options());
-  if (dx.numel() == 0) return dx;
-  set_x(p, dx);
-  set_w(p, w);
-  set_y(p, dy);
-  check_launch(launch_conv1d_bwd_input_generic(p, current_stream()), "conv1d_bwd_input_generic");
-  return dx;
-}
+// Returns (grad_input, grad_weight, grad_bias); a gradient not asked for is an empty tensor.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
+    const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias_in,
+    int64_t stride, int64_t pl, int64_t pr, int64_t dilation, int64_t groups, int64_t activation, bool need_input,
+    bool need_weight, bool need_bias) {
+  c10::cuda::CUDAGuard guard(x.device());
+  const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
+  Conv1dParams p = prepare(x, w, bias, stride, pl, pr, dilation, groups, activation);
+  check_cuda(dy_in, "grad_output", x);
+  TORCH_CHECK(dy_in.dim() == 3 && dy_in.size(0) == p.batch && dy_in.size(1) == p.out_channels &&
+                  dy_in.size(2) == p.out_length,
+              "convkit: grad_output has shape ", dy_in.sizes(), ", expected (", p.batch, ", ", p.out_channels, ", ",
+              p.out_length, ")");
+  need_bias = need_bias && bias.has_value();
+  const auto opts = x.options();
+  at::Tensor dx = need_input ? new_output({p.batch, p.in_channels, p.in_length}, opts) : at::empty({0}, opts);
+  at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, p.kernel_size}, opts)
+                              : at::empty({0}, opts);
+  at::Tensor db = need_bias ? new_output({p.out_channels}, opts) : at::empty({0}, opts);
+  if (!need_input && !need_weight && !need_bias) return {dx, dw, db};
+  const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 
-// Returns (grad_weight, grad_bias); a gradient that is not asked for comes back as an empty tensor.
-std::tuple<at::Tensor, at::Tensor> conv1d_backward_params(const at::Tensor& dy, const at::Tensor& x,
-                                                         int64_t kernel_size, int64_t stride, int64_t pl,
-                                                         int64_t pr, int64_t dilation, int64_t groups,
-                                                         bool need_weight, bool need_bias) {
-  TORCH_CHECK(dy.is_cuda(), "convkit: grad_output must be a CUDA tensor");
-  check_cuda(x, "input", dy);
-  TORCH_CHECK(dy.dim() == 3 && x.dim() == 3, "convkit: grad_output and input must be 3-D");
-  TORCH_CHECK(dy.size(0) == x.size(0), "convkit: grad_output and input batch sizes differ");
-  c10::cuda::CUDAGuard guard(dy.device());
-  Conv1dParams p = make_params(x.size(0), x.size(1), dy.size(1), x.size(2), kernel_size, stride, pl, pr, dilation,
-                               groups, dy);
-  TORCH_CHECK(p.out_length == dy.size(2), "convkit: grad_output has length ", dy.size(2), ", expected ",
-              p.out_length);
-  at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, kernel_size}, dy.options())
-                              : at::empty({0}, dy.options());
-  at::Tensor db = need_bias ? new_output({p.out_channels}, dy.options()) : at::empty({0}, dy.options());
-  if (!need_weight && !need_bias) return {dw, db};
-  set_x(p, x);
+  const Choice fused = choose_backward(p);
+  if (fused.launch != nullptr) {
+    set_y(p, dy_in);
+    p.grad_x = need_input ? dx.data_ptr() : nullptr;
+    if (need_input) {
+      p.gx_stride_b = dx.stride(0);
+      p.gx_stride_c = dx.stride(1);
+      p.gx_stride_l = dx.stride(2);
+    }
+    p.grad_w = need_weight ? dw.data_ptr() : nullptr;
+    p.grad_bias = need_bias ? db.data_ptr() : nullptr;
+    at::Tensor ws = at::empty({plan_depthwise_bwd(p)}, opts.dtype(acc_dtype));
+    p.workspace = ws.data_ptr();
+    check_launch(fused.launch(p, current_stream()), fused.name);
+    return {dx, dw, db};
+  }
+
+  // Generic path. A fused activation is undone first: dy * act'(z), with z = conv(x) + bias
+  // recomputed by convkit's forward kernel.
+  at::Tensor dy = dy_in;
+  if (activation != kActNone) {
+    at::Tensor z = conv1d_forward(x, w, bias, stride, pl, pr, dilation, groups, kActNone);
+    if (activation == kActReLU) dy = at::threshold_backward(dy_in, z, 0);
+    else if (activation == kActSiLU) dy = at::silu_backward(dy_in, z);
+    else dy = at::gelu_backward(dy_in, z, "none");
+  }
   set_y(p, dy);
-  p.w = need_weight ? dw.data_ptr() : nullptr;
-  p.bias = need_bias ? db.data_ptr() : nullptr;
-  const int64_t ws_elems = plan_conv1d_bwd_weight(p, need_bias);
-  at::Tensor ws = at::empty({ws_elems}, dy.options().dtype(dy.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
-  p.workspace = ws.data_ptr();
-  check_launch(launch_conv1d_bwd_weight_generic(p, current_stream()), "conv1d_bwd_weight_generic");
-  return {dw, db};
+  if (need_input) {
+    Conv1dParams q = p;
+    set_x(q, dx);
+    check_launch(launch_conv1d_bwd_input_generic(q, current_stream()), "conv1d_bwd_input_generic");
+  }
+  if (need_weight || need_bias) {
+    Conv1dParams q = p;
+    q.w = need_weight ? dw.data_ptr() : nullptr;
+    q.bias = need_bias ? db.data_ptr() : nullptr;
+    at::Tensor ws = at::empty({plan_conv1d_bwd_weight(q, need_bias)}, opts.dtype(acc_dtype));
+    q.workspace = ws.data_ptr();
+    check_launch(launch_conv1d_bwd_weight_generic(q, current_stream()), "conv1d_bwd_weight_generic");
+  }
+  return {dx, dw, db};
 }
 
 // Which kernels a call with these arguments would run (for convkit.explain).
 std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64_t stride, int64_t pl, int64_t pr,
                                  int64_t dilation, int64_t groups) {
-  TORCH_CHECK(x.is_cuda(), "convkit: explain needs a CUDA input");
-  check_shapes(x, w, groups);
   c10::cuda::CUDAGuard guard(x.device());
-  Conv1dParams p = make_params(x.size(0), x.size(1), w.size(0), x.size(2), w.size(2), stride, pl, pr, dilation,
-                               groups, x);
+  Conv1dParams p = prepare(x, w, c10::nullopt, stride, pl, pr, dilation, groups, kActNone);
+  const Choice b = choose_backward(p);
+  if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   return {choose_forward(p).name, "conv1d_bwd_input_generic", "conv1d_bwd_weight_generic"};
 }
 
@@ -258,8 +347,7 @@ std::vector<std::tuple<std::string, int, int, int>> spec_entries() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "convkit CUDA kernels (use the convkit package, not this module directly)";
   m.def("conv1d_forward", &convkit::conv1d_forward);
-  m.def("conv1d_backward_input", &convkit::conv1d_backward_input);
-  m.def("conv1d_backward_params", &convkit::conv1d_backward_params);
+  m.def("conv1d_backward", &convkit::conv1d_backward);
   m.def("explain", &convkit::explain);
   m.def("spec_entries", &convkit::spec_entries);
   m.attr("cuda_runtime_version") = CUDART_VERSION;

@@ -8,11 +8,12 @@
 namespace convkit {
 
 struct SpecEntry {
-  const char* family;  // e.g. "fwd_depthwise"
+  const char* family;  // e.g. "depthwise"
   int kernel_size;
   int stride;
   int dilation;
-  LaunchFn launch[4];  // indexed by DType
+  LaunchFn forward[4];   // indexed by DType
+  LaunchFn backward[4];  // indexed by DType
 };
 
 extern const SpecEntry kSpecEntries[];

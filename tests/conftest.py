@@ -24,11 +24,16 @@ def poison_outputs(monkeypatch):
     monkeypatch.setenv("CONVKIT_POISON_OUTPUTS", "1")
 
 
-@pytest.fixture(params=["specialised", "generic"])
+KERNEL_PATHS = {"dispatch": None, "no_specialised": "1", "all_generic": "all"}
+
+
+@pytest.fixture(params=list(KERNEL_PATHS))
 def kernel_path(request, monkeypatch):
-    """Runs a test once through the dispatch table and once with CONVKIT_FORCE_GENERIC=1."""
-    if request.param == "generic":
-        monkeypatch.setenv("CONVKIT_FORCE_GENERIC", "1")
-    else:
+    """Runs a test through normal dispatch, with the specialisation table off (CONVKIT_FORCE_GENERIC=1:
+    each family's runtime-shape kernel) and with the any-configuration generic kernels only (=all)."""
+    value = KERNEL_PATHS[request.param]
+    if value is None:
         monkeypatch.delenv("CONVKIT_FORCE_GENERIC", raising=False)
+    else:
+        monkeypatch.setenv("CONVKIT_FORCE_GENERIC", value)
     return request.param

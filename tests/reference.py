@@ -8,12 +8,14 @@ import torch.nn.functional as F
 REL_TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 
 
-def reference(x, w, b, dy, stride, pad_left, pad_right, dilation, groups):
-    """(y, dx, dw, db) in float64 (db None when b is None)."""
+def reference(x, w, b, dy, stride, pad_left, pad_right, dilation, groups, activation=None):
+    """(y, dx, dw, db) in float64 (db None when b is None) of activation(conv1d(x, w) + b)."""
     xd = x.detach().double().requires_grad_()
     wd = w.detach().double().requires_grad_()
     bd = None if b is None else b.detach().double().requires_grad_()
     y = F.conv1d(F.pad(xd, (pad_left, pad_right)), wd, bd, stride, 0, dilation, groups)
+    if activation is not None:
+        y = getattr(F, activation)(y)
     grads = torch.autograd.grad(y, [t for t in (xd, wd, bd) if t is not None], dy.double())
     return (y.detach(),) + tuple(grads) + ((None,) if b is None else ())
 

@@ -159,17 +159,38 @@ def test_convert_swaps_every_conv1d_in_place_keeping_weights():
     assert type(root) is convkit.Conv1d
 
 
+@pytest.mark.parametrize("activation", ["relu", "silu", "gelu"])
+def test_fused_activation_matches_unfused_torch_on_cpu(activation):
+    x, w, b = rand(2, 4, 19).requires_grad_(), rand(4, 1, 4).requires_grad_(), rand(4).requires_grad_()
+    f = lambda x, w, b: convkit.conv1d(x, w, b, padding="causal", groups=4, activation=activation)  # noqa: E731
+    act = getattr(F, activation)
+    torch.testing.assert_close(f(x, w, b), act(F.conv1d(F.pad(x, (3, 0)), w, b, groups=4)))
+    assert torch.autograd.gradcheck(f, (x, w, b))
+
+
+def test_unknown_activation_is_a_value_error():
+    with pytest.raises(ValueError, match="activation"):
+        convkit.conv1d(rand(1, 2, 9), rand(2, 2, 3), activation="tanh")
+
+
 def test_explain_on_cpu():
     assert convkit.explain(rand(1, 2, 9), rand(2, 2, 3))["forward"] == "torch (CPU)"
 
 
+def run_opchecks(device):
+    f32 = dict(dtype=torch.float32, device=device)
+    x, w, b = torch.randn(2, 4, 20, **f32), torch.randn(6, 2, 3, **f32), torch.randn(6, **f32)
+    dy = torch.randn(2, 6, 11, **f32)
+    for act in (0, 2):
+        torch.library.opcheck(torch.ops.convkit.conv1d_forward.default, (x, w, b, 2, 1, 2, 1, 2, act))
+        torch.library.opcheck(torch.ops.convkit.conv1d_backward.default,
+                              (dy, x, w, b, 2, 1, 2, 1, 2, act, True, True, True))
+    torch.library.opcheck(torch.ops.convkit.conv1d_backward.default,
+                          (dy, x, w, None, 2, 1, 2, 1, 2, 0, False, True, False))
+
+
 def test_opcheck_forward_and_backward_ops():
-    x, w, b = rand(2, 4, 20, dtype=torch.float32), rand(6, 2, 3, dtype=torch.float32), rand(6, dtype=torch.float32)
-    torch.library.opcheck(torch.ops.convkit.conv1d_forward.default, (x, w, b, 2, 1, 2, 1, 2))
-    dy = rand(2, 6, 11, dtype=torch.float32)
-    torch.library.opcheck(torch.ops.convkit.conv1d_backward_input.default, (dy, w, 20, 2, 1, 2, 1, 2))
-    torch.library.opcheck(torch.ops.convkit.conv1d_backward_params.default, (dy, x, 3, 2, 1, 2, 1, 2, True, True))
-    torch.library.opcheck(torch.ops.convkit.conv1d_backward_params.default, (dy, x, 3, 2, 1, 2, 1, 2, False, True))
+    run_opchecks("cpu")
 
 
 def test_compile_fullgraph_forward_and_backward_on_cpu():

@@ -46,17 +46,18 @@ def make_inputs(B, Cin, Cout, K, L, groups, dtype, bias=True, seed=None):
     return x, w, b
 
 
-def check_case(x, w, b, stride, padding, dilation, groups, dtype):
+def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=None):
     """Runs convkit forward + backward on (x, w, b) and compares all four results with float64 torch."""
     K = w.shape[2]
     pl, pr = resolve_padding(padding, K, stride, dilation)
     xr = x.detach().clone().requires_grad_()
     wr = w.detach().clone().requires_grad_()
     br = None if b is None else b.detach().clone().requires_grad_()
-    y = convkit.conv1d(xr, wr, br, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y = convkit.conv1d(xr, wr, br, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                       activation=activation)
     dy = torch.randn_like(y)
     y.backward(dy)
-    y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, stride, pl, pr, dilation, groups)
+    y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, stride, pl, pr, dilation, groups, activation)
     assert_close(y, y_ref, dtype, "forward")
     assert_close(xr.grad, dx_ref, dtype, "grad_input")
     assert_close(wr.grad, dw_ref, dtype, "grad_weight")
@@ -118,23 +119,41 @@ def test_gradcheck_float64_on_real_kernels():
 
 @pytest.mark.parametrize("entry", convkit.spec_entries() or [None], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_every_specialised_entry_is_used_and_correct(entry, dtype, poison_outputs):
+@pytest.mark.parametrize("padding", ["half", "causal"])
+def test_every_specialised_entry_is_used_and_correct(entry, dtype, padding, poison_outputs):
     if entry is None:
         pytest.skip("no specialised entries in this build")
     family, K, S, D = entry
-    assert family == "fwd_depthwise"
+    assert family == "depthwise"
     C = 6
-    x, w, b = make_inputs(3, C, C, K, 517, C, dtype)
-    assert convkit.explain(x, w, b, stride=S, padding=K // 2, dilation=D, groups=C)["forward"] == \
-        f"conv1d_fwd_depthwise<K={K},S={S},D={D}>"
-    check_case(x, w, b, S, K // 2, D, C, dtype)
+    # L spans several tiles and is odd, so the last tile is ragged
+    x, w, b = make_inputs(3, C, C, K, 2 * 1024 * S + 517, C, dtype)
+    pad = K // 2 if padding == "half" else "causal"
+    names = convkit.explain(x, w, b, stride=S, padding=pad, dilation=D, groups=C)
+    assert names["forward"] == f"conv1d_fwd_depthwise<K={K},S={S},D={D}>"
+    assert names["grad_input"] == names["grad_weight"] == f"conv1d_bwd_depthwise<K={K},S={S},D={D}>"
+    check_case(x, w, b, S, pad, D, C, dtype)
+
+
+@pytest.mark.parametrize("activation", ["relu", "silu", "gelu"])
+@pytest.mark.parametrize("groups", [1, 8], ids=["dense", "depthwise"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_fused_activation_matches_unfused_torch(activation, groups, dtype, kernel_path, poison_outputs):
+    x, w, b = make_inputs(2, 8, 8, 4, 2100, groups, dtype)
+    check_case(x, w, b, 1, "causal", 1, groups, dtype, activation=activation)
 
 
 def test_force_generic_env_switches_kernel(monkeypatch):
     x, w, b = make_inputs(1, 4, 4, 3, 10, 4, torch.float32)
-    assert convkit.explain(x, w, b, padding=1, groups=4)["forward"].startswith("conv1d_fwd_depthwise")
+    assert convkit.explain(x, w, b, padding=1, groups=4)["forward"] == "conv1d_fwd_depthwise<K=3,S=1,D=1>"
     monkeypatch.setenv("CONVKIT_FORCE_GENERIC", "1")
-    assert convkit.explain(x, w, b, padding=1, groups=4)["forward"] == "conv1d_fwd_generic"
+    assert convkit.explain(x, w, b, padding=1, groups=4) == {
+        "forward": "conv1d_fwd_depthwise_generic", "grad_input": "conv1d_bwd_depthwise_generic",
+        "grad_weight": "conv1d_bwd_depthwise_generic"}
+    monkeypatch.setenv("CONVKIT_FORCE_GENERIC", "all")
+    assert convkit.explain(x, w, b, padding=1, groups=4) == {
+        "forward": "conv1d_fwd_generic", "grad_input": "conv1d_bwd_input_generic",
+        "grad_weight": "conv1d_bwd_weight_generic"}
 
 
 def test_grad_weight_is_deterministic():
@@ -197,12 +216,9 @@ def test_compile_fullgraph_on_cuda():
 
 
 def test_opcheck_on_cuda():
-    x, w, b = make_inputs(2, 4, 6, 3, 20, 2, torch.float32)
-    torch.library.opcheck(torch.ops.convkit.conv1d_forward.default, (x, w, b, 2, 1, 2, 1, 2))
-    dy = torch.randn(2, 6, 11, device="cuda")
-    torch.library.opcheck(torch.ops.convkit.conv1d_backward_input.default, (dy, w, 20, 2, 1, 2, 1, 2))
-    torch.library.opcheck(torch.ops.convkit.conv1d_backward_params.default,
-                          (dy, x, 3, 2, 1, 2, 1, 2, True, True))
+    from test_api_cpu import run_opchecks
+
+    run_opchecks("cuda")
 
 
 def test_tensor_on_other_device_than_current():

@@ -64,6 +64,20 @@ template <typename A> __device__ __forceinline__ A block_sum(A v, A* scratch) {
   return total;
 }
 
+// out[i] = sum over s of partial[s * n + i], s ascending: the second, deterministic half of every
+// split reduction (grad-weight, grad-bias).
+template <typename T>
+__global__ void __launch_bounds__(256)
+    sum_partials_kernel(const void* partials, int64_t splits, int64_t n, void* out) {
+  using A = typename AccOf<T>::type;
+  const A* part = static_cast<const A*>(partials);
+  for (int64_t i = blockIdx.x * int64_t{256} + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * 256) {
+    A v = 0;
+    for (int64_t s = 0; s < splits; ++s) v += part[s * n + i];
+    store<T>(out, i, v);
+  }
+}
+
 // Grids are 1-D with a grid-stride loop over tiles, so no launch ever hits the 65535 limit of
 // gridDim.y/z whatever B * C is, and a launch never asks for more blocks than can usefully run.
 inline unsigned grid_for(int64_t tiles, int num_sms, int blocks_per_sm = 16) {

@@ -85,20 +85,6 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_bias_partial_kernel(const
   }
 }
 
-// out[i] = sum over s of partial[s * n + i], s ascending.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    sum_partials_kernel(const void* partials, int64_t splits, int64_t n, void* out) {
-  using A = typename AccOf<T>::type;
-  const A* part = static_cast<const A*>(partials);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    A v = 0;
-    for (int64_t s = 0; s < splits; ++s) v += part[s * n + i];
-    store<T>(out, i, v);
-  }
-}
-
 int64_t splits_for(int64_t outputs, int64_t n_terms, int num_sms) {
   // Enough blocks for ~8 per SM, but each keeps at least ~2048 terms so partials stay cheap.
   const int64_t wanted = ceil_div(static_cast<int64_t>(num_sms) * 8, outputs > 0 ? outputs : 1);

@@ -1,5 +1,7 @@
 // Generic forward: out[b, co, j] = bias[co] + sum_{ci in group, k} w[co, ci, k] * x[b, ci, j*S + k*D - P].
-// Correct for every configuration; the specialised kernels exist to be faster than this.
+// then the fused activation, if any. Correct for every configuration; the specialised kernels exist
+// to be faster than this.
+#include "activation.cuh"
 #include "common.cuh"
 #include "launchers.h"
 
@@ -55,6 +57,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_generic_kernel(const Conv
       if (c >= n_co) break;
       A v = acc[c];
       if (p.bias != nullptr) v += load<T>(p.bias, co0 + c);
+      v = activate(p.activation, v);
       store<T>(p.y, b * p.y_stride_b + (co0 + c) * p.y_stride_c + j * p.y_stride_l, v);
     }
   }

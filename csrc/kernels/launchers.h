@@ -18,8 +18,22 @@ cudaError_t launch_conv1d_bwd_input_generic(const Conv1dParams& p, cudaStream_t 
 int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
-// Specialised kernels, instantiated by csrc/kernels/generated/*.cu from csrc/specializations.json.
+// Depthwise kernels (kernels/conv1d_depthwise.cuh). K, S, D > 0: specialised, instantiated by
+// kernels/generated/*.cu from csrc/specializations.json; 0, 0, 0: the generic depthwise kernels
+// (kernels/conv1d_depthwise_generic.cu). The backward is fused (grad-input, grad-weight, grad-bias)
+// and needs p.workspace sized by depthwise_bwd_workspace.
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stream);
+template <DType dt, int K, int S, int D>
+cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream);
+
+// Shared memory (bytes) the depthwise kernels need for these params; dispatch.cpp compares it with
+// the device limit to decide whether the depthwise path can run at all.
+int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p);
+int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p);
+// Sets p.weight_splits for the fused backward; returns the accumulator values p.workspace must hold.
+int64_t plan_depthwise_bwd(Conv1dParams& p);
+// The largest kernel size the generic (runtime-K) depthwise backward supports.
+constexpr int kDepthwiseBwdMaxRuntimeK = 32;
 
 }  // namespace convkit

@@ -105,13 +105,14 @@ def run_case(case, dtype, directions, compare_generic):
     rows = []
     y = ck()
     lout = y.shape[2]
-    kernel = convkit.explain(x, w, b, padding=padding, **kw)["forward"]
+    names = convkit.explain(x, w, b, padding=padding, **kw)
+    kernel = names["forward"]
     for direction in directions:
         if direction == "fwd":
             with torch.no_grad():
                 fns = {"convkit": ck, "torch": tc}
                 res = {name: time_ms(fn) for name, fn in fns.items()}
-                if compare_generic and kernel != "conv1d_fwd_generic":
+                if compare_generic and "<" in kernel:  # a specialised kernel: time the family's generic one too
                     with force_generic(True):
                         res["generic"] = time_ms(ck)
         else:
@@ -133,7 +134,8 @@ def run_case(case, dtype, directions, compare_generic):
         fl = floor_ms(case, dtype, lout, direction)
         row = {"case": case["name"], "family": case["family"], "dtype": str(dtype).replace("torch.", ""),
                "direction": direction, "convkit_ms": res["convkit"], "torch_ms": res["torch"], "floor_ms": fl,
-               "kernel": kernel if direction == "fwd" else kernel + " + generic backward"}
+               "kernel": kernel if direction == "fwd" else f"{kernel} + {names['grad_input']}"
+               + ("" if names["grad_input"] == names["grad_weight"] else f" + {names['grad_weight']}")}
         if "generic" in res:
             row["generic_ms"] = res["generic"]
         rows.append(row)
@@ -182,7 +184,8 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="", help="comma-separated: float32,bfloat16,float16 (default: suite's)")
     ap.add_argument("--directions", default="fwd,fwdbwd")
     ap.add_argument("--compare-generic", action="store_true",
-                    help="also time the forward with CONVKIT_FORCE_GENERIC=1 where a specialised kernel runs")
+                    help="where a specialised kernel runs, also time the family's generic kernel "
+                         "(CONVKIT_FORCE_GENERIC=1) on the same tensors")
     ap.add_argument("--json", help="write the records (and a header record) to this file")
     ap.add_argument("--plot", help="draw percent-of-floor bars to this PNG")
     args = ap.parse_args(argv)

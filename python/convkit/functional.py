@@ -105,8 +105,11 @@ def normalize_args(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOr1Tuple = 1,
-           padding: Union[str, IntOr1Tuple] = 0, dilation: IntOr1Tuple = 1, groups: int = 1) -> Tensor:
-    """Same signature and result as torch.nn.functional.conv1d, plus padding='causal'.
+           padding: Union[str, IntOr1Tuple] = 0, dilation: IntOr1Tuple = 1, groups: int = 1,
+           activation: Optional[str] = None) -> Tensor:
+    """Same signature and result as torch.nn.functional.conv1d, plus padding='causal' and a fused
+    activation: activation(conv1d(...) + bias) for activation in None, "relu", "silu", "gelu" (exact
+    erf GELU, as F.gelu), applied inside the kernel and differentiated in the backward kernel.
 
     input (B, Cin, L) or unbatched (Cin, L); weight (Cout, Cin/groups, K); bias (Cout,) or None.
     padding: int, 1-tuple, 'valid', 'same' (stride 1 only) or 'causal' (left pad (K-1)*dilation).
@@ -116,7 +119,9 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     if unbatched:
         input = input.unsqueeze(0)
     args = normalize_args(input, weight, bias, stride, padding, dilation, groups)
-    out = ops.Conv1dFunction.apply(input, weight, bias, *args)
+    if activation not in ops.ACTIVATIONS:
+        raise ValueError(f"conv1d: activation must be one of None, 'relu', 'silu', 'gelu', got {activation!r}")
+    out = ops.Conv1dFunction.apply(input, weight, bias, *args, ops.ACTIVATIONS[activation])
     return out.squeeze(0) if unbatched else out
 
 
