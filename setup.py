@@ -108,7 +108,53 @@ def _has_ninja_module():
         return False
 
 
+def torch_info():
+    """(torch 'X.Y', CUDA 'X.Y' or None) of the torch in the build environment, or (None, None)."""
+    try:
+        import torch
+    except ImportError:
+        return None, None
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2]), torch.version.cuda
+
+
+def write_build_info(built_cuda):
+    """python/convkit/_build_info.py: what this build was made against, read at import to refuse a
+    binary that does not match the running torch (see convkit/_ext.py)."""
+    torch_mm, cuda = torch_info()
+    info = {
+        "version": VERSION,
+        "local_version": local_version(built_cuda),
+        "torch_version": torch_mm,
+        "cuda_version": cuda if built_cuda else None,
+        "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST") if built_cuda else None,
+        "cuda_built": bool(built_cuda),
+    }
+    with open(os.path.join(HERE, "python", "convkit", "_build_info.py"), "w") as f:
+        f.write("# Written by setup.py at build time; not in git.\n")
+        for k, v in info.items():
+            f.write(f"{k} = {v!r}\n")
+
+
+def local_version(built_cuda):
+    """'0.1.0+cu130.torch2.14': the wheel names the torch and CUDA it was compiled against."""
+    torch_mm, cuda = torch_info()
+    if torch_mm is None:
+        return VERSION
+    tag = f"cu{cuda.replace('.', '')}" if built_cuda else "cpu"
+    return f"{VERSION}+{tag}.torch{torch_mm}"
+
+
+def torch_requirement():
+    """The extension uses torch's C++ ABI, which changes between minor releases: pin to X.Y.*."""
+    torch_mm, _ = torch_info()
+    if torch_mm is None:
+        return "torch"
+    major, minor = (int(v) for v in torch_mm.split("."))
+    return f"torch>={major}.{minor},<{major}.{minor + 1}"
+
+
 ext_modules, cmdclass, reason = cuda_extension_or_reason()
+write_build_info(bool(ext_modules))
 if reason:
     bar = "=" * 78
     print(f"\n{bar}\nconvkit: NOT building the CUDA extension: {reason}.\n"
@@ -117,7 +163,7 @@ if reason:
 
 setup(
     name="convkit",
-    version=VERSION,
+    version=local_version(bool(ext_modules)),
     description="Fast 1D convolution for PyTorch: CUDA kernels, forward and backward",
     long_description=open(os.path.join(HERE, "README.md")).read(),
     long_description_content_type="text/markdown",
@@ -126,7 +172,7 @@ setup(
     package_dir={"": "python"},
     packages=find_packages("python"),
     package_data={"convkit": ["bench_suite.json"]},
-    install_requires=["torch>=2.4"],
+    install_requires=[torch_requirement()],
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     zip_safe=False,

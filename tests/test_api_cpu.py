@@ -213,6 +213,7 @@ def test_compile_with_inductor_on_cpu():
     torch.testing.assert_close(f(x, w), torch.relu(F.conv1d(F.pad(x, (3, 0)), w)))
 
 
+@pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "csrc")), reason="tests run outside the source tree")
 def test_generated_kernel_files_are_up_to_date():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "csrc", "generate_kernels.py"), "--check"],
                        capture_output=True, text=True)

@@ -5,12 +5,13 @@
     convkit.convert(model)                                                   # swap nn.Conv1d in place
 """
 from . import ops  # registers the torch.library custom ops
+from ._config import show_config
 from ._ext import cuda_built
 from .functional import conv1d, explain
 from .modules import Conv1d, convert
 
 __version__ = "0.1.0"
-__all__ = ["conv1d", "Conv1d", "convert", "explain", "cuda_built", "spec_entries"]
+__all__ = ["conv1d", "Conv1d", "convert", "explain", "cuda_built", "spec_entries", "show_config"]
 
 
 def spec_entries():
