@@ -295,20 +295,27 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 namespace convkit {
 namespace dw {
 
-inline int64_t fwd_smem_bytes(const Conv1dParams& p, int elem) {
-  return padded_size(window_len(kTile, static_cast<int>(p.kernel_size), static_cast<int>(p.stride),
-                                static_cast<int>(p.dilation))) * static_cast<int64_t>(elem);
+// Windows are computed in 64 bits: a huge stride, dilation or padding must make the depthwise path
+// ineligible (too much shared memory), never wrap around to a small size.
+constexpr int64_t kTooLarge = int64_t{1} << 40;
+inline int64_t window_bytes(int64_t elems, int elem) {
+  return elems > (int64_t{1} << 24) ? kTooLarge : (elems + (elems >> 3) + 1) * elem;
 }
+inline int64_t fwd_smem_bytes(const Conv1dParams& p, int elem) {
+  return window_bytes((kTile - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1, elem);
+}
+// Includes the kernel's static `scratch` (block_sum), which counts against the same limit.
 inline int64_t bwd_smem_bytes(const Conv1dParams& p, int elem) {
   const int64_t wd = bwd_dy_window(p.kernel_size, p.stride, p.dilation, p.pad_left);
   const int64_t wx = bwd_x_window(p.kernel_size, p.stride, p.dilation, p.pad_left);
-  return (padded_size(static_cast<int>(wd)) + padded_size(static_cast<int>(wx))) * static_cast<int64_t>(elem);
+  return window_bytes(wd, elem) + window_bytes(wx, elem) + elem * (kThreads / 32);
 }
 
-// Dynamic shared memory above 48 KB must be opted into per kernel.
-template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+// Shared memory above 48 KB (dynamic + static) must be opted into per kernel; `total` includes the
+// static part, `dynamic` is what the launch asks for.
+template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total, int64_t dynamic) {
+  if (total <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
 }
 
 }  // namespace dw
@@ -321,7 +328,7 @@ cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   if (tiles == 0) return cudaSuccess;
   const int64_t smem = dw::fwd_smem_bytes(p, sizeof(A));
   auto kernel = dw::conv1d_fwd_dw_kernel<T, K, S, D>;
-  cudaError_t err = dw::allow_smem(kernel, smem);
+  cudaError_t err = dw::allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
   kernel<<<grid_for(tiles, p.num_sms, 8), dw::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
@@ -332,9 +339,10 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   using T = typename ScalarOf<dt>::type;
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
-  const int64_t smem = dw::bwd_smem_bytes(p, sizeof(A));
+  const int64_t total = dw::bwd_smem_bytes(p, sizeof(A));
+  const int64_t smem = total - static_cast<int64_t>(sizeof(A)) * (dw::kThreads / 32);  // less static scratch
   auto kernel = dw::conv1d_bwd_dw_kernel<T, K, S, D>;
-  cudaError_t err = dw::allow_smem(kernel, smem);
+  cudaError_t err = dw::allow_smem(kernel, total, smem);
   if (err != cudaSuccess) return err;
   kernel<<<grid_for(C * p.weight_splits, p.num_sms, 64), dw::kThreads, smem, stream>>>(p);
   const A* part = static_cast<const A*>(p.workspace);
