@@ -20,13 +20,17 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 
+# Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
 t0=$(date +%s)
-if ! (cd "$repo" && $PY -m pip install --no-build-isolation --no-deps --force-reinstall -v . >"$OUT/build.log" 2>&1); then
+wheels=$(mktemp -d)
+if ! (cd "$repo" && $PY -m pip wheel --no-build-isolation --no-deps -v -w "$wheels" . >"$OUT/build.log" 2>&1 \
+      && $PY -m pip install --no-deps --force-reinstall "$wheels"/convkit-*.whl >>"$OUT/build.log" 2>&1); then
   grep -E "error|Error" "$OUT/build.log" | head -40
   echo "BUILD FAILED (log: $OUT/build.log)"
   exit 1
 fi
-echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" | tee "$OUT/summary.txt"
+echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST), wheel $(basename "$wheels"/convkit-*.whl)" | tee "$OUT/summary.txt"
+(cd /tmp && $PY -m convkit --info) | tee "$OUT/show_config.txt"
 
 # Run from outside the source tree so the installed package, not python/, is what gets tested.
 cd /tmp
@@ -39,7 +43,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   [ $rc -eq 0 ] || status=1
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  eval "$PY -m convkit.bench --json '$OUT/bench.json' ${BENCH_ARGS:-}" 2>&1 | tee "$OUT/bench.log"
+  eval "timeout ${BENCH_TIMEOUT:-900} $PY -m convkit.bench --json '$OUT/bench.json' ${BENCH_ARGS:-}" 2>&1 | tee "$OUT/bench.log"
   [ ${PIPESTATUS[0]} -eq 0 ] || status=1
 fi
 cat "$OUT/summary.txt"
