@@ -330,7 +330,8 @@ cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   auto kernel = dw::conv1d_fwd_dw_kernel<T, K, S, D>;
   cudaError_t err = dw::allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
-  kernel<<<grid_for(tiles, p.num_sms, 8), dw::kThreads, smem, stream>>>(p);
+  // More blocks than can be resident: the spare ones keep loads in flight while others compute.
+  kernel<<<grid_for(tiles, p.num_sms, 32), dw::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
