@@ -318,6 +318,16 @@ template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total, 
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
 }
 
+// A grid-stride loop wants every block resident at once (a block that starts late finishes late):
+// as many blocks as fit on the GPU, or fewer when there are fewer tiles.
+template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, int64_t smem, int num_sms) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, static_cast<size_t>(smem)) !=
+          cudaSuccess || per_sm < 1)
+    per_sm = 1;
+  return grid_for(tiles, num_sms, per_sm);
+}
+
 }  // namespace dw
 
 template <DType dt, int K, int S, int D>
@@ -330,8 +340,7 @@ cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   auto kernel = dw::conv1d_fwd_dw_kernel<T, K, S, D>;
   cudaError_t err = dw::allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
-  // More blocks than can be resident: the spare ones keep loads in flight while others compute.
-  kernel<<<grid_for(tiles, p.num_sms, 32), dw::kThreads, smem, stream>>>(p);
+  kernel<<<dw::resident_grid(kernel, tiles, smem, p.num_sms), dw::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -345,7 +354,7 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   auto kernel = dw::conv1d_bwd_dw_kernel<T, K, S, D>;
   cudaError_t err = dw::allow_smem(kernel, total, smem);
   if (err != cudaSuccess) return err;
-  kernel<<<grid_for(C * p.weight_splits, p.num_sms, 64), dw::kThreads, smem, stream>>>(p);
+  kernel<<<dw::resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), dw::kThreads, smem, stream>>>(p);
   const A* part = static_cast<const A*>(p.workspace);
   const int64_t n_weight = C * p.kernel_size;
   if (p.grad_w != nullptr)
