@@ -54,7 +54,8 @@ struct Conv1dParams {
   int64_t weight_splits;
   int64_t bias_splits;
 
-  DType dtype;
+  DType dtype;    // x, y, grad_x
+  DType w_dtype;  // w, bias, grad_w, grad_bias: == dtype, or kFloat32 with fp16/bf16 input
   int num_sms;
   int activation;  // forward epilogue / backward pre-multiplier; see kernels/activation.cuh
 };

@@ -69,6 +69,17 @@ void check_cuda(const at::Tensor& t, const char* name, const at::Tensor& ref) {
               " but the input has dtype ", ref.scalar_type());
 }
 
+// Weights (and bias) may be the input's dtype, or fp32 beside fp16/bf16 input.
+void check_param_dtype(const at::Tensor& t, const char* name, const at::Tensor& x) {
+  TORCH_CHECK(t.is_cuda(), "convkit: ", name, " must be a CUDA tensor");
+  TORCH_CHECK(t.device() == x.device(), "convkit: ", name, " is on ", t.device(), " but the input is on ",
+              x.device());
+  const bool same = t.scalar_type() == x.scalar_type();
+  const bool fp32_master = t.scalar_type() == at::kFloat && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16);
+  TORCH_CHECK(same || fp32_master, "convkit: ", name, " has dtype ", t.scalar_type(), " but the input has dtype ",
+              x.scalar_type(), " (allowed: the same dtype, or float32 with float16/bfloat16 input)");
+}
+
 int64_t out_length_of(int64_t L, int64_t K, int64_t stride, int64_t pl, int64_t pr, int64_t dilation) {
   return (L + pl + pr - dilation * (K - 1) - 1) / stride + 1;
 }
@@ -220,13 +231,14 @@ void check_activation(int64_t activation) {
 Conv1dParams prepare(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias, int64_t stride,
                      int64_t pl, int64_t pr, int64_t dilation, int64_t groups, int64_t activation) {
   TORCH_CHECK(x.is_cuda(), "convkit: input must be a CUDA tensor");
-  check_cuda(w, "weight", x);
+  check_param_dtype(w, "weight", x);
   check_shapes(x, w, groups);
   check_activation(activation);
   Conv1dParams p = make_params(x.size(0), x.size(1), w.size(0), x.size(2), w.size(2), stride, pl, pr, dilation,
                                groups, x);
+  p.w_dtype = dtype_of(w);
   if (bias.has_value()) {
-    check_cuda(*bias, "bias", x);
+    check_cuda(*bias, "bias", w);
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == p.out_channels, "convkit: bias must have shape (",
                 p.out_channels, ",)");
     TORCH_CHECK(bias->stride(0) == 1, "convkit: bias must be contiguous");
@@ -275,9 +287,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
   need_bias = need_bias && bias.has_value();
   const auto opts = x.options();
   at::Tensor dx = need_input ? new_output({p.batch, p.in_channels, p.in_length}, opts) : at::empty({0}, opts);
-  at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, p.kernel_size}, opts)
-                              : at::empty({0}, opts);
-  at::Tensor db = need_bias ? new_output({p.out_channels}, opts) : at::empty({0}, opts);
+  const auto wopts = w.options();
+  at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, p.kernel_size}, wopts)
+                              : at::empty({0}, wopts);
+  at::Tensor db = need_bias ? new_output({p.out_channels}, wopts) : at::empty({0}, wopts);
   if (!need_input && !need_weight && !need_bias) return {dx, dw, db};
   const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 

@@ -83,6 +83,8 @@ BAD_CALLS = [
      "should be the same"),
     ("bias_dtype", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), rand(6, dtype=torch.float32)),
      "bias type"),
+    ("fp16_weight_fp32_input", lambda: convkit.conv1d(rand(2, 4, 10, dtype=torch.float32),
+                                                      rand(6, 4, 3, dtype=torch.float16)), "should be the same"),
     ("bias_shape", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), rand(5)), "expected bias"),
     ("same_strided", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), padding="same", stride=2),
      "not supported for strided"),
@@ -166,6 +168,16 @@ def test_fused_activation_matches_unfused_torch_on_cpu(activation):
     act = getattr(F, activation)
     torch.testing.assert_close(f(x, w, b), act(F.conv1d(F.pad(x, (3, 0)), w, b, groups=4)))
     assert torch.autograd.gradcheck(f, (x, w, b))
+
+
+def test_fp32_weights_with_bfloat16_input_on_cpu():
+    x = torch.randn(2, 4, 20).to(torch.bfloat16).requires_grad_()
+    w, b = torch.randn(4, 1, 3, requires_grad=True), torch.randn(4, requires_grad=True)
+    y = convkit.conv1d(x, w, b, padding=1, groups=4)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y, F.conv1d(x.float(), w, b, padding=1, groups=4).to(torch.bfloat16))
+    y.float().sum().backward()
+    assert w.grad.dtype == torch.float32 and x.grad.dtype == torch.bfloat16 and b.grad.dtype == torch.float32
 
 
 def test_unknown_activation_is_a_value_error():

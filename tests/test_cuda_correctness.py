@@ -284,3 +284,22 @@ def test_input_over_2_pow_31_elements():
     assert (err <= 1e-5 * scale + 1e-3).all(), (wr.grad, ref_w, scale)
     ref_b = sum(dy[0, 0, s:s + chunk].double().sum() for s in range(0, L, chunk))
     assert abs(br.grad.double().item() - ref_b.item()) <= 1e-5 * dy.abs().double().sum().item() + 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("groups", [1, 8], ids=["dense", "depthwise"])
+def test_fp32_weights_with_16bit_input(dtype, groups, kernel_path, poison_outputs):
+    x, _, _ = make_inputs(2, 8, 8, 4, 1500, groups, dtype)
+    _, w, b = make_inputs(2, 8, 8, 4, 1500, groups, torch.float32)
+    xr, wr, br = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+    y = convkit.conv1d(xr, wr, br, padding="causal", groups=groups, activation="silu")
+    assert y.dtype == dtype
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    assert wr.grad.dtype == torch.float32 and br.grad.dtype == torch.float32 and xr.grad.dtype == dtype
+    y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, 3, 0, 1, groups, "silu")
+    assert_close(y, y_ref, dtype, "forward")
+    assert_close(xr.grad, dx_ref, dtype, "grad_input")
+    # dw, db are fp32 sums of 16-bit products: the input's tolerance applies
+    assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+    assert_close(br.grad, db_ref, dtype, "grad_bias")

@@ -48,6 +48,19 @@ template <> __device__ __forceinline__ auto load<__nv_bfloat16>(const void* base
   return __bfloat162float(__ushort_as_bfloat16(raw));
 }
 
+// Weights and bias: the input's dtype, or fp32 beside fp16/bf16 input (one uniform branch).
+template <typename T> __device__ __forceinline__ auto load_param(const Conv1dParams& p, const void* base, int64_t idx) {
+  if constexpr (sizeof(T) == 2) {
+    if (p.w_dtype == DType::kFloat32) return load<float>(base, idx);
+  }
+  return load<T>(base, idx);
+}
+
+// Runs `body` with param_t = the type grad-weight / grad-bias are stored in.
+#define CONVKIT_DISPATCH_PARAM_TYPE(p, scalar, ...)                                         \
+  if ((p).w_dtype == DType::kFloat32) { using param_t = float; __VA_ARGS__; }                \
+  else { using param_t = scalar; __VA_ARGS__; }
+
 template <typename T, typename A> __device__ __forceinline__ void store(void* base, int64_t idx, A v) {
   static_cast<T*>(base)[idx] = from_acc<T>(v);
 }

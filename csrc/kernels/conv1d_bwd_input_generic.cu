@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_input_generic_kernel(cons
         const int64_t w_idx = co * p.w_stride_o + ci_l0 * p.w_stride_i + k * p.w_stride_k;
 #pragma unroll
         for (int c = 0; c < kCinTile; ++c)
-          if (c < n_ci) acc[c] += dy * load<T>(p.w, w_idx + c * p.w_stride_i);
+          if (c < n_ci) acc[c] += dy * load_param<T>(p, p.w, w_idx + c * p.w_stride_i);
       }
     }
 #pragma unroll

@@ -115,15 +115,20 @@ cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t
     if (p.w != nullptr && n_weight > 0) {
       conv1d_bwd_weight_partial_kernel<scalar_t>
           <<<grid_for(rows * p.weight_splits, p.num_sms, 8), kThreads, 0, stream>>>(p);
-      sum_partials_kernel<scalar_t><<<grid_for(ceil_div(n_weight, kThreads), p.num_sms, 8), kThreads, 0, stream>>>(
-          p.workspace, p.weight_splits, n_weight, p.w);
+      CONVKIT_DISPATCH_PARAM_TYPE(p, scalar_t, {
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_weight, kThreads), p.num_sms, 8), kThreads, 0, stream>>>(
+            p.workspace, p.weight_splits, n_weight, p.w);
+      })
     }
     if (p.bias != nullptr && p.out_channels > 0) {
       conv1d_bwd_bias_partial_kernel<scalar_t>
           <<<grid_for(p.out_channels * p.bias_splits, p.num_sms, 8), kThreads, 0, stream>>>(p);
       using A = typename AccOf<scalar_t>::type;
-      sum_partials_kernel<scalar_t><<<grid_for(ceil_div(p.out_channels, kThreads), p.num_sms, 8), kThreads, 0, stream>>>(
-          static_cast<const A*>(p.workspace) + p.weight_splits * n_weight, p.bias_splits, p.out_channels, p.bias);
+      const A* bias_part = static_cast<const A*>(p.workspace) + p.weight_splits * n_weight;
+      CONVKIT_DISPATCH_PARAM_TYPE(p, scalar_t, {
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(p.out_channels, kThreads), p.num_sms, 8), kThreads, 0,
+                                       stream>>>(bias_part, p.bias_splits, p.out_channels, p.bias);
+      })
     }
   });
   return cudaGetLastError();

@@ -127,14 +127,14 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dPar
 
     const int jl = threadIdx.x * kVec;
     if (j0 + jl >= p.out_length) continue;
-    const A bias = p.bias != nullptr ? load<T>(p.bias, co) : A(0);
+    const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : A(0);
     A acc[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = bias;
     if constexpr (K_ > 0 && S_ > 0 && D_ > 0) {
       A w[K_];
 #pragma unroll
-      for (int k = 0; k < K_; ++k) w[k] = load<T>(p.w, w_off + k * p.w_stride_k);
+      for (int k = 0; k < K_; ++k) w[k] = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
       // Fully unrolled: repeated window positions (i*S + k*D) are loaded once.
 #pragma unroll
       for (int i = 0; i < kVec; ++i)
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dPar
         for (int k = 0; k < K_; ++k) acc[i] += w[k] * win[padded((jl + i) * S_ + k * D_)];
     } else {
       for (int k = 0; k < K; ++k) {
-        const A wk = load<T>(p.w, w_off + k * p.w_stride_k);
+        const A wk = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) acc[i] += wk * win[padded((jl + i) * S + k * D)];
       }
@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
     const int64_t split = unit / C;
     A w[KR];
 #pragma unroll
-    for (int k = 0; k < KR; ++k) w[k] = k < K ? load<T>(p.w, c * p.w_stride_o + k * p.w_stride_k) : A(0);
-    const A bias = p.bias != nullptr ? load<T>(p.bias, c) : A(0);
+    for (int k = 0; k < KR; ++k) w[k] = k < K ? load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k) : A(0);
+    const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, c) : A(0);
     A gw[KR];
 #pragma unroll
     for (int k = 0; k < KR; ++k) gw[k] = 0;
@@ -357,12 +357,14 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   kernel<<<dw::resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), dw::kThreads, smem, stream>>>(p);
   const A* part = static_cast<const A*>(p.workspace);
   const int64_t n_weight = C * p.kernel_size;
-  if (p.grad_w != nullptr)
-    sum_partials_kernel<T><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
-        part, p.weight_splits, n_weight, p.grad_w);
-  if (p.grad_bias != nullptr)
-    sum_partials_kernel<T><<<grid_for(ceil_div(C, 256), p.num_sms, 8), 256, 0, stream>>>(
-        part + p.weight_splits * n_weight, p.weight_splits, C, p.grad_bias);
+  CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
+    if (p.grad_w != nullptr)
+      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
+          part, p.weight_splits, n_weight, p.grad_w);
+    if (p.grad_bias != nullptr)
+      sum_partials_kernel<param_t><<<grid_for(ceil_div(C, 256), p.num_sms, 8), 256, 0, stream>>>(
+          part + p.weight_splits * n_weight, p.weight_splits, C, p.grad_bias);
+  })
   return cudaGetLastError();
 }
 

@@ -49,14 +49,14 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_generic_kernel(const Conv
         const A xv = load<T>(p.x, x_row + pos * p.x_stride_l);
 #pragma unroll
         for (int c = 0; c < kCoutTile; ++c)
-          if (c < n_co) acc[c] += xv * load<T>(p.w, w_row + c * p.w_stride_o + k * p.w_stride_k);
+          if (c < n_co) acc[c] += xv * load_param<T>(p, p.w, w_row + c * p.w_stride_o + k * p.w_stride_k);
       }
     }
 #pragma unroll
     for (int c = 0; c < kCoutTile; ++c) {
       if (c >= n_co) break;
       A v = acc[c];
-      if (p.bias != nullptr) v += load<T>(p.bias, co0 + c);
+      if (p.bias != nullptr) v += load_param<T>(p, p.bias, co0 + c);
       v = activate(p.activation, v);
       store<T>(p.y, b * p.y_stride_b + (co0 + c) * p.y_stride_c + j * p.y_stride_l, v);
     }

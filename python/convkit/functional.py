@@ -76,8 +76,11 @@ def normalize_args(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
                            f"{list(input.shape)} to have {cin_g * groups} channels, but got {input.shape[1]} "
                            f"channels instead")
-    if input.dtype != weight.dtype:
-        raise RuntimeError(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
+    # fp32 weights beside fp16/bf16 input are allowed (fp32 master weights, no cast per call)
+    fp32_weights = weight.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)
+    if input.dtype != weight.dtype and not fp32_weights:
+        raise RuntimeError(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same "
+                           f"(or float32 weights with float16/bfloat16 input)")
     if input.device != weight.device:
         raise RuntimeError(f"Input is on {input.device} but weight is on {weight.device}; they must be on the "
                            f"same device")
@@ -87,8 +90,9 @@ def normalize_args(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
         if bias.dim() != 1 or bias.shape[0] != cout:
             raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
                                f"{cout} elements, but got bias of size {list(bias.shape)} instead")
-        if bias.dtype != input.dtype:
-            raise RuntimeError(f"Input type ({input.dtype}) and bias type ({bias.dtype}) should be the same")
+        if bias.dtype != weight.dtype:
+            raise RuntimeError(f"Input type ({input.dtype}) and bias type ({bias.dtype}) should be the same "
+                               f"(bias takes the weight's dtype, {weight.dtype})")
         if bias.device != input.device:
             raise RuntimeError(f"Input is on {input.device} but bias is on {bias.device}; they must be on the "
                                f"same device")

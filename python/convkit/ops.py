@@ -33,6 +33,8 @@ def out_length(length, kernel_size, stride, pad_left, pad_right, dilation):
 def _cpu_pre_activation(x, weight, bias, stride, pad_left, pad_right, dilation, groups):
     if pad_left or pad_right:
         x = F.pad(x, (pad_left, pad_right))
+    if x.dtype != weight.dtype:  # fp32 weights, 16-bit input: compute in fp32 like the CUDA kernels
+        return F.conv1d(x.to(weight.dtype), weight, bias, stride, 0, dilation, groups).to(x.dtype)
     return F.conv1d(x, weight, bias, stride, 0, dilation, groups)
 
 
@@ -64,20 +66,20 @@ def conv1d_backward(grad_out: Tensor, x: Tensor, weight: Tensor, bias: Optional[
         grad_out = _ACT_BACKWARD[activation](grad_out, z)
     xp = F.pad(x, (pad_left, pad_right)) if (pad_left or pad_right) else x
     need_bias = need_bias and bias is not None
-    gx, gw, gb = torch.ops.aten.convolution_backward(grad_out, xp, weight, [weight.shape[0]], [stride], [0],
-                                                     [dilation], False, [0], groups,
+    wt = weight.dtype
+    gx, gw, gb = torch.ops.aten.convolution_backward(grad_out.to(wt), xp.to(wt), weight, [weight.shape[0]], [stride],
+                                                     [0], [dilation], False, [0], groups,
                                                      [need_input, need_weight, need_bias])
-    empty = lambda: x.new_empty((0,))  # noqa: E731
-    gx = gx[:, :, pad_left:pad_left + x.shape[2]].contiguous() if need_input else empty()
-    return gx, (gw if need_weight else empty()), (gb if need_bias else empty())
+    gx = gx[:, :, pad_left:pad_left + x.shape[2]].to(x.dtype).contiguous() if need_input else x.new_empty((0,))
+    return gx, (gw if need_weight else weight.new_empty((0,))), (gb if need_bias else weight.new_empty((0,)))
 
 
 @conv1d_backward.register_fake
 def _(grad_out, x, weight, bias, stride, pad_left, pad_right, dilation, groups, activation, need_input,
       need_weight, need_bias):
     gx = x.new_empty(x.shape if need_input else (0,))
-    gw = x.new_empty(weight.shape if need_weight else (0,))
-    gb = x.new_empty((weight.shape[0],) if (need_bias and bias is not None) else (0,))
+    gw = weight.new_empty(weight.shape if need_weight else (0,))
+    gb = weight.new_empty((weight.shape[0],) if (need_bias and bias is not None) else (0,))
     return gx, gw, gb
 
 
