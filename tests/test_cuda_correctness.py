@@ -254,7 +254,8 @@ def test_input_over_2_pow_31_elements():
     wr = w.clone().requires_grad_()
     br = b.clone().requires_grad_()
     y = convkit.conv1d(xr, wr, br, padding=1)
-    dy = torch.randn_like(y)
+    # scaled so that the sums over 2^31 terms (about sqrt(2^31) / 64) stay inside fp16's range
+    dy = torch.randn_like(y) / 64
     y.backward(dy)
     assert y.shape == (1, 1, L)
     for start in (0, 2**31 - 700, L - 700):
@@ -280,10 +281,12 @@ def test_input_over_2_pow_31_elements():
             t = d * xd[0, 0, s + k:e + k].double()
             ref_w[k] += t.sum()
             scale[k] += t.abs().sum()
+    # fp16 rounding of the result, plus fp32 accumulation error; leaving out any 2^28-term chunk
+    # would move a sum by about sqrt(2^28) / 64 = 256, far outside this bound
     err = (wr.grad[0, 0].double() - ref_w).abs()
-    assert (err <= 1e-5 * scale + 1e-3).all(), (wr.grad, ref_w, scale)
+    assert (err <= 2e-3 * ref_w.abs() + 1e-6 * scale).all(), (wr.grad, ref_w, scale)
     ref_b = sum(dy[0, 0, s:s + chunk].double().sum() for s in range(0, L, chunk))
-    assert abs(br.grad.double().item() - ref_b.item()) <= 1e-5 * dy.abs().double().sum().item() + 1e-3
+    assert abs(br.grad.double().item() - ref_b.item()) <= 2e-3 * abs(ref_b.item()) + 1e-6 * dy.abs().double().sum().item()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

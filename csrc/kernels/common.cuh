@@ -99,6 +99,17 @@ inline unsigned grid_for(int64_t tiles, int num_sms, int blocks_per_sm = 16) {
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 
+// q = a / b, r = a % b; in 32 bits when both fit, since 64-bit division costs many instructions
+// and tile decomposition runs once per tile.
+__device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
+  if (((a | b) >> 31) == 0) {
+    q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  } else {
+    q = a / b;
+  }
+  r = a - q * b;
+}
+
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Runs `body` with the scalar type named by `dt`.

@@ -23,13 +23,17 @@ namespace convkit {
 namespace dw {
 
 constexpr int kThreads = 128;
-constexpr int kVec = 8;                    // consecutive outputs per thread
-constexpr int kTile = kThreads * kVec;     // outputs per tile
 
-// Threads read the window at stride kVec (* stride); one pad word every 8 makes that stride odd
-// in banks, so those reads are conflict-free.
-__device__ __forceinline__ int padded(int a) { return a + (a >> 3); }
-__host__ __device__ constexpr int padded_size(int n) { return n + (n >> 3) + 1; }
+// Consecutive outputs per thread (kVec). 16, a tile of 2048 outputs, keeps enough bytes in flight
+// per SM for 2- and 4-byte types (8 measured 33 % of copy bandwidth in bf16); fp64 takes 8 to bound
+// registers. Each kernel defines kVec = vec_for<T>() and kTile = kThreads * kVec.
+template <typename T> __host__ __device__ constexpr int vec_for() { return sizeof(T) == 8 ? 8 : 16; }
+inline int tile_for(DType dt) { return kThreads * (dt == DType::kFloat64 ? 8 : 16); }
+
+// Threads read the window at stride V (* stride); one pad word every V makes that stride odd in
+// banks, so those reads are conflict-free.
+template <int V> __device__ __forceinline__ int padded(int a) { return a + a / V; }
+__host__ __device__ constexpr int64_t padded_size(int64_t n, int V) { return n + n / V + 1; }
 
 template <typename T> struct VecOf {
   static constexpr int kElems = 16 / sizeof(T);  // elements per 16-byte access
@@ -37,7 +41,7 @@ template <typename T> struct VecOf {
 
 // Loads elements [pos0, pos0 + n) of one row (element stride `sl`, row length `len`) into
 // win[padded(0 .. n)], zero outside [0, len). 16-byte loads when sl == 1 and the row is aligned.
-template <typename T, typename A>
+template <typename T, int V, typename A>
 __device__ __forceinline__ void stage_row(A* win, const void* base, int64_t row_off, int64_t sl, int64_t pos0,
                                           int n, int64_t len) {
   constexpr int VE = VecOf<T>::kElems;
@@ -46,7 +50,7 @@ __device__ __forceinline__ void stage_row(A* win, const void* base, int64_t row_
   if (!vec_ok) {
     for (int a = threadIdx.x; a < n; a += kThreads) {
       const int64_t pos = pos0 + a;
-      win[padded(a)] = (pos >= 0 && pos < len) ? load<T>(row, pos * sl) : A(0);
+      win[padded<V>(a)] = (pos >= 0 && pos < len) ? load<T>(row, pos * sl) : A(0);
     }
     return;
   }
@@ -61,28 +65,28 @@ __device__ __forceinline__ void stage_row(A* win, const void* base, int64_t row_
 #pragma unroll
       for (int e = 0; e < VE; ++e) {
         const int a = static_cast<int>(q + e - pos0);
-        if (a >= 0 && a < n) win[padded(a)] = to_acc(v[e]);
+        if (a >= 0 && a < n) win[padded<V>(a)] = to_acc(v[e]);
       }
     } else {
 #pragma unroll
       for (int e = 0; e < VE; ++e) {
         const int a = static_cast<int>(q + e - pos0);
         const int64_t pos = q + e;
-        if (a >= 0 && a < n) win[padded(a)] = (pos >= 0 && pos < len) ? load<T>(row, pos) : A(0);
+        if (a >= 0 && a < n) win[padded<V>(a)] = (pos >= 0 && pos < len) ? load<T>(row, pos) : A(0);
       }
     }
   }
 }
 
-// Writes kVec consecutive values to positions [j, j + kVec) of a row, clipped at `len`.
-template <typename T, typename A>
+// Writes V consecutive values to positions [j, j + V) of a row, clipped at `len`.
+template <typename T, int V, typename A>
 __device__ __forceinline__ void store_run(void* base, int64_t row_off, int64_t sl, int64_t j, int64_t len,
-                                          const A (&v)[kVec]) {
+                                          const A (&v)[V]) {
   T* row = static_cast<T*>(base) + row_off;
   constexpr int VE = VecOf<T>::kElems;
-  if (sl == 1 && j + kVec <= len && reinterpret_cast<uintptr_t>(row + j) % 16 == 0) {
+  if (sl == 1 && j + V <= len && reinterpret_cast<uintptr_t>(row + j) % 16 == 0) {
 #pragma unroll
-    for (int c = 0; c < kVec; c += VE) {
+    for (int c = 0; c < V; c += VE) {
       uint4 raw;
       T* out = reinterpret_cast<T*>(&raw);
 #pragma unroll
@@ -92,7 +96,7 @@ __device__ __forceinline__ void store_run(void* base, int64_t row_off, int64_t s
     return;
   }
 #pragma unroll
-  for (int e = 0; e < kVec; ++e)
+  for (int e = 0; e < V; ++e)
     if (j + e < len) row[(j + e) * sl] = from_acc<T>(v[e]);
 }
 
@@ -102,6 +106,8 @@ __host__ __device__ inline int window_len(int outs, int K, int S, int D) { retur
 template <typename T, int K_, int S_, int D_>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
+  constexpr int kVec = vec_for<T>();
+  constexpr int kTile = kThreads * kVec;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* win = reinterpret_cast<A*>(smem_raw);
   const int K = K_ > 0 ? K_ : static_cast<int>(p.kernel_size);
@@ -113,15 +119,14 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dPar
   const int64_t num_tiles = p.batch * p.out_channels * l_tiles;
 
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-    const int64_t lt = tile % l_tiles;
-    const int64_t row = tile / l_tiles;
-    const int64_t co = row % p.out_channels;
-    const int64_t b = row / p.out_channels;
+    int64_t row, lt, b, co;
+    divmod(tile, l_tiles, row, lt);
+    divmod(row, p.out_channels, b, co);
     const int64_t j0 = lt * kTile;
     const int64_t w_off = co * p.w_stride_o;
 
     __syncthreads();  // the previous tile is done with `win`
-    stage_row<T>(win, p.x, b * p.x_stride_b + (co / mult) * p.x_stride_c, p.x_stride_l, j0 * S - p.pad_left, W,
+    stage_row<T, kVec>(win, p.x, b * p.x_stride_b + (co / mult) * p.x_stride_c, p.x_stride_l, j0 * S - p.pad_left, W,
                  p.in_length);
     __syncthreads();
 
@@ -139,17 +144,17 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dPar
 #pragma unroll
       for (int i = 0; i < kVec; ++i)
 #pragma unroll
-        for (int k = 0; k < K_; ++k) acc[i] += w[k] * win[padded((jl + i) * S_ + k * D_)];
+        for (int k = 0; k < K_; ++k) acc[i] += w[k] * win[padded<kVec>((jl + i) * S_ + k * D_)];
     } else {
       for (int k = 0; k < K; ++k) {
         const A wk = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[i] += wk * win[padded((jl + i) * S + k * D)];
+        for (int i = 0; i < kVec; ++i) acc[i] += wk * win[padded<kVec>((jl + i) * S + k * D)];
       }
     }
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = activate(p.activation, acc[i]);
-    store_run<T>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length, acc);
+    store_run<T, kVec>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length, acc);
   }
 }
 
@@ -163,11 +168,11 @@ constexpr int kMaxRuntimeK = 32;  // the runtime-K backward keeps K tap sums in 
 
 // Elements of shared memory (in accumulator units) the fused backward needs for one tile.
 // The dy window spans the outputs a tile owns plus those its grad-input reads; see the kernel.
-__host__ __device__ inline int64_t bwd_dy_window(int64_t K, int64_t S, int64_t D, int64_t P) {
-  return kTile + ((K - 1) * D + S - 1) / S + (P + S - 1) / S + 2;
+__host__ __device__ inline int64_t bwd_dy_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
+  return tile + ((K - 1) * D + S - 1) / S + (P + S - 1) / S + 2;
 }
-__host__ __device__ inline int64_t bwd_x_window(int64_t K, int64_t S, int64_t D, int64_t P) {
-  return (bwd_dy_window(K, S, D, P) - 1) * S + (K - 1) * D + 1;
+__host__ __device__ inline int64_t bwd_x_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
+  return (bwd_dy_window(tile, K, S, D, P) - 1) * S + (K - 1) * D + 1;
 }
 
 __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
@@ -187,15 +192,17 @@ template <typename T, int K_, int S_, int D_>
 __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
   constexpr int KR = K_ > 0 ? K_ : kMaxRuntimeK;  // register slots for tap sums
+  constexpr int kVec = vec_for<T>();
+  constexpr int kTile = kThreads * kVec;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int64_t K = K_ > 0 ? K_ : p.kernel_size;
   const int64_t S = S_ > 0 ? S_ : p.stride;
   const int64_t D = D_ > 0 ? D_ : p.dilation;
   const int64_t P = p.pad_left;
-  const int WD = static_cast<int>(bwd_dy_window(K, S, D, P));
-  const int WX = static_cast<int>(bwd_x_window(K, S, D, P));
+  const int WD = static_cast<int>(bwd_dy_window(kTile, K, S, D, P));
+  const int WX = static_cast<int>(bwd_x_window(kTile, K, S, D, P));
   A* dyw = reinterpret_cast<A*>(smem_raw);
-  A* xw = dyw + padded_size(WD);
+  A* xw = dyw + padded_size(WD, kVec);
   __shared__ A scratch[kThreads / 32];
 
   const int64_t C = p.out_channels;
@@ -207,8 +214,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
   A* partial = static_cast<A*>(p.workspace);
 
   for (int64_t unit = blockIdx.x; unit < C * splits; unit += gridDim.x) {
-    const int64_t c = unit % C;
-    const int64_t split = unit / C;
+    int64_t split, c;
+    divmod(unit, C, split, c);
     A w[KR];
 #pragma unroll
     for (int k = 0; k < KR; ++k) w[k] = k < K ? load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k) : A(0);
@@ -220,24 +227,24 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 
     const int64_t n_end = min((split + 1) * chunk, per_channel);
     for (int64_t n = split * chunk; n < n_end; ++n) {
-      const int64_t b = n / n_tiles;
-      const int64_t t = n % n_tiles;
+      int64_t b, t;
+      divmod(n, n_tiles, b, t);
       const int64_t j0 = t * kTile;
       const int64_t i0 = j0 * S;
       const int64_t dlo = min(j0, floor_div(i0 + P - (K - 1) * D, S));
       const int64_t xlo = dlo * S - P;
 
       __syncthreads();
-      stage_row<T>(dyw, p.y, b * p.y_stride_b + c * p.y_stride_c, p.y_stride_l, dlo, WD, p.out_length);
-      stage_row<T>(xw, p.x, b * p.x_stride_b + c * p.x_stride_c, p.x_stride_l, xlo, WX, p.in_length);
+      stage_row<T, kVec>(dyw, p.y, b * p.y_stride_b + c * p.y_stride_c, p.y_stride_l, dlo, WD, p.out_length);
+      stage_row<T, kVec>(xw, p.x, b * p.x_stride_b + c * p.x_stride_c, p.x_stride_l, xlo, WX, p.in_length);
       __syncthreads();
       if (p.activation != kActNone) {
         for (int a = threadIdx.x; a < WD; a += kThreads) {
           A z = bias;
 #pragma unroll
           for (int k = 0; k < KR; ++k)
-            if (k < K) z += w[k] * xw[padded(static_cast<int>(a * S + k * D))];
-          dyw[padded(a)] *= activate_grad(p.activation, z);
+            if (k < K) z += w[k] * xw[padded<kVec>(static_cast<int>(a * S + k * D))];
+          dyw[padded<kVec>(a)] *= activate_grad(p.activation, z);
         }
         __syncthreads();
       }
@@ -248,11 +255,11 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         if (j0 + jl + i >= p.out_length) break;
-        const A g = dyw[padded(a0 + i)];
+        const A g = dyw[padded<kVec>(a0 + i)];
         gb += g;
 #pragma unroll
         for (int k = 0; k < KR; ++k)
-          if (k < K) gw[k] += g * xw[padded(static_cast<int>((a0 + i) * S + k * D))];
+          if (k < K) gw[k] += g * xw[padded<kVec>(static_cast<int>((a0 + i) * S + k * D))];
       }
 
       // grad-input for inputs [i0, i0 + S*kTile), in S passes of kTile
@@ -268,11 +275,11 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
             for (int k = 0; k < KR; ++k) {
               if (k >= K) break;
               const int64_t tt = ib + e + P - k * D;
-              if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded(static_cast<int>(tt / S - dlo))];
+              if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded<kVec>(static_cast<int>(tt / S - dlo))];
             }
             acc[e] = v;
           }
-          store_run<T>(p.grad_x, b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, ib, p.in_length, acc);
+          store_run<T, kVec>(p.grad_x, b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, ib, p.in_length, acc);
         }
       }
     }
@@ -298,17 +305,20 @@ namespace dw {
 // Windows are computed in 64 bits: a huge stride, dilation or padding must make the depthwise path
 // ineligible (too much shared memory), never wrap around to a small size.
 constexpr int64_t kTooLarge = int64_t{1} << 40;
-inline int64_t window_bytes(int64_t elems, int elem) {
-  return elems > (int64_t{1} << 24) ? kTooLarge : (elems + (elems >> 3) + 1) * elem;
+inline int acc_bytes(DType dt) { return dt == DType::kFloat64 ? 8 : 4; }
+inline int64_t window_bytes(int64_t elems, const Conv1dParams& p) {
+  const int v = tile_for(p.dtype) / kThreads;
+  return elems > (int64_t{1} << 24) ? kTooLarge : padded_size(elems, v) * acc_bytes(p.dtype);
 }
-inline int64_t fwd_smem_bytes(const Conv1dParams& p, int elem) {
-  return window_bytes((kTile - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1, elem);
+inline int64_t fwd_smem_bytes(const Conv1dParams& p) {
+  return window_bytes((tile_for(p.dtype) - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1, p);
 }
 // Includes the kernel's static `scratch` (block_sum), which counts against the same limit.
-inline int64_t bwd_smem_bytes(const Conv1dParams& p, int elem) {
-  const int64_t wd = bwd_dy_window(p.kernel_size, p.stride, p.dilation, p.pad_left);
-  const int64_t wx = bwd_x_window(p.kernel_size, p.stride, p.dilation, p.pad_left);
-  return window_bytes(wd, elem) + window_bytes(wx, elem) + elem * (kThreads / 32);
+inline int64_t bwd_smem_bytes(const Conv1dParams& p) {
+  const int64_t tile = tile_for(p.dtype);
+  const int64_t wd = bwd_dy_window(tile, p.kernel_size, p.stride, p.dilation, p.pad_left);
+  const int64_t wx = bwd_x_window(tile, p.kernel_size, p.stride, p.dilation, p.pad_left);
+  return window_bytes(wd, p) + window_bytes(wx, p) + acc_bytes(p.dtype) * (kThreads / 32);
 }
 
 // Shared memory above 48 KB (dynamic + static) must be opted into per kernel; `total` includes the
@@ -334,9 +344,9 @@ template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
   using T = typename ScalarOf<dt>::type;
   using A = typename AccOf<T>::type;
-  const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, dw::kTile);
+  const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, dw::kThreads * dw::vec_for<T>());
   if (tiles == 0) return cudaSuccess;
-  const int64_t smem = dw::fwd_smem_bytes(p, sizeof(A));
+  const int64_t smem = dw::fwd_smem_bytes(p);
   auto kernel = dw::conv1d_fwd_dw_kernel<T, K, S, D>;
   cudaError_t err = dw::allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
@@ -349,7 +359,7 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   using T = typename ScalarOf<dt>::type;
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
-  const int64_t total = dw::bwd_smem_bytes(p, sizeof(A));
+  const int64_t total = dw::bwd_smem_bytes(p);
   const int64_t smem = total - static_cast<int64_t>(sizeof(A)) * (dw::kThreads / 32);  // less static scratch
   auto kernel = dw::conv1d_bwd_dw_kernel<T, K, S, D>;
   cudaError_t err = dw::allow_smem(kernel, total, smem);
