@@ -24,11 +24,11 @@ namespace dw {
 
 constexpr int kThreads = 128;
 
-// Consecutive outputs per thread (kVec). 16, a tile of 2048 outputs, keeps enough bytes in flight
-// per SM for 2- and 4-byte types (8 measured 33 % of copy bandwidth in bf16); fp64 takes 8 to bound
-// registers. Each kernel defines kVec = vec_for<T>() and kTile = kThreads * kVec.
-template <typename T> __host__ __device__ constexpr int vec_for() { return sizeof(T) == 8 ? 8 : 16; }
-inline int tile_for(DType dt) { return kThreads * (dt == DType::kFloat64 ? 8 : 16); }
+// Consecutive outputs per thread (kVec); each kernel defines kVec = vec_for<T>() and
+// kTile = kThreads * kVec. Measured on the H200 (benchmarks/NOTES.md): 8 gives fp32 forward 73 % of
+// the floor and bf16 33 %; 16 gave bf16 the same 33 % and fp32 only 19 %, so 8 for every type.
+template <typename T> __host__ __device__ constexpr int vec_for() { return 8; }
+inline int tile_for(DType) { return kThreads * 8; }
 
 // Threads read the window at stride V (* stride); one pad word every V makes that stride odd in
 // banks, so those reads are conflict-free.
