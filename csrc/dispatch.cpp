@@ -152,6 +152,12 @@ Force forced() {
   return std::strcmp(v, "all") == 0 ? Force::kAllGeneric : Force::kNoSpecialised;
 }
 
+// CONVKIT_EXPERIMENTAL_DENSE=1 opts into kernels not yet validated on a GPU.
+bool experimental_dense() {
+  const char* v = std::getenv("CONVKIT_EXPERIMENTAL_DENSE");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 struct Choice {
   LaunchFn launch;
   std::string name;
@@ -199,6 +205,8 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {dw_fwd_fn<0, 0, 0>(p.dtype), "conv1d_fwd_depthwise_generic"};
   }
+  if (!is_depthwise(p) && f != Force::kAllGeneric && experimental_dense() && conv1d_fwd_dense_wmma_supports(p))
+    return {&launch_conv1d_fwd_dense_wmma, "conv1d_fwd_dense_wmma"};
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
 }
 

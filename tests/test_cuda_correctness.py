@@ -306,3 +306,17 @@ def test_fp32_weights_with_16bit_input(dtype, groups, kernel_path, poison_output
     # dw, db are fp32 sums of 16-bit products: the input's tolerance applies
     assert_close(wr.grad, dw_ref, dtype, "grad_weight")
     assert_close(br.grad, db_ref, dtype, "grad_bias")
+
+
+DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depthwise
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", DENSE_CASES, ids=[c[0] for c in DENSE_CASES])
+def test_experimental_dense_wmma_forward_matches_float64_torch(case, dtype, monkeypatch, poison_outputs):
+    monkeypatch.setenv("CONVKIT_EXPERIMENTAL_DENSE", "1")
+    _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    assert convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation,
+                           groups=groups)["forward"] == "conv1d_fwd_dense_wmma"
+    check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
