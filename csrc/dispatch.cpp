@@ -152,7 +152,7 @@ Force forced() {
   return std::strcmp(v, "all") == 0 ? Force::kAllGeneric : Force::kNoSpecialised;
 }
 
-// CONVKIT_EXPERIMENTAL_DENSE=1 opts into kernels not yet validated on a GPU.
+// CONVKIT_EXPERIMENTAL_DENSE=1 opts into kernels not yet the default (see benchmarks/NOTES.md).
 bool experimental_dense() {
   const char* v = std::getenv("CONVKIT_EXPERIMENTAL_DENSE");
   return v != nullptr && std::strcmp(v, "1") == 0;

@@ -19,7 +19,7 @@ int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
 // EXPERIMENTAL dense/grouped forward on tensor cores (fp16/bf16), used only with
-// CONVKIT_EXPERIMENTAL_DENSE=1 until it has been validated on a GPU (kernels/conv1d_fwd_dense_wmma.cu).
+// CONVKIT_EXPERIMENTAL_DENSE=1 (kernels/conv1d_fwd_dense_wmma.cu; benchmarks/NOTES.md says where it stands).
 bool conv1d_fwd_dense_wmma_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_wmma(const Conv1dParams& p, cudaStream_t stream);
 
