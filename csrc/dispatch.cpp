@@ -205,8 +205,8 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {dw_fwd_fn<0, 0, 0>(p.dtype), "conv1d_fwd_depthwise_generic"};
   }
-  if (!is_depthwise(p) && f != Force::kAllGeneric && experimental_dense() && conv1d_fwd_dense_wmma_supports(p))
-    return {&launch_conv1d_fwd_dense_wmma, "conv1d_fwd_dense_wmma"};
+  if (!is_depthwise(p) && f != Force::kAllGeneric && experimental_dense() && conv1d_fwd_dense_mma_supports(p))
+    return {&launch_conv1d_fwd_dense_mma, "conv1d_fwd_dense_mma"};
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
 }
 

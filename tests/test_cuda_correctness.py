@@ -308,15 +308,40 @@ def test_fp32_weights_with_16bit_input(dtype, groups, kernel_path, poison_output
     assert_close(br.grad, db_ref, dtype, "grad_bias")
 
 
+@pytest.mark.parametrize("entry", convkit.spec_entries() or [None], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("padding", ["valid", "half", "causal"])
+def test_every_specialised_entry_on_aligned_rows(entry, dtype, padding, poison_outputs):
+    """Rows of a multiple of 16 bytes take the pipelined (cp.async) kernels; the test above, with
+    its odd length, takes the staged ones."""
+    if entry is None:
+        pytest.skip("no specialised entries in this build")
+    _, K, S, D = entry
+    C = 4
+    x, w, b = make_inputs(2, C, C, K, 2 * 2048 * S + 256, C, dtype)
+    pad = {"valid": 0, "half": K // 2 * D, "causal": "causal"}[padding]
+    check_case(x, w, b, S, pad, D, C, dtype)
+
+
+@pytest.mark.parametrize("activation", [None, "silu"])
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_depthwise_aligned_rows_with_multiplier_and_activation(activation, multiplier, dtype, poison_outputs):
+    C = 8
+    x, w, b = make_inputs(3, C, C * multiplier, 4, 4096 + 64, C, dtype)
+    check_case(x, w, b, 1, "causal", 1, C, dtype, activation=activation)
+
+
+
 DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depthwise
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", DENSE_CASES, ids=[c[0] for c in DENSE_CASES])
-def test_experimental_dense_wmma_forward_matches_float64_torch(case, dtype, monkeypatch, poison_outputs):
+def test_experimental_dense_mma_forward_matches_float64_torch(case, dtype, monkeypatch, poison_outputs):
     monkeypatch.setenv("CONVKIT_EXPERIMENTAL_DENSE", "1")
     _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
     assert convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation,
-                           groups=groups)["forward"] == "conv1d_fwd_dense_wmma"
+                           groups=groups)["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_generic")
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")

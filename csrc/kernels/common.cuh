@@ -48,6 +48,20 @@ template <> __device__ __forceinline__ auto load<__nv_bfloat16>(const void* base
   return __bfloat162float(__ushort_as_bfloat16(raw));
 }
 
+// One element as stored (no conversion), for kernels that stage raw values in registers.
+template <typename T> __device__ __forceinline__ T raw_load(const T* p, int64_t idx) { return __ldg(p + idx); }
+template <> __device__ __forceinline__ __half raw_load<__half>(const __half* p, int64_t idx) {
+  return __ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p) + idx));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 raw_load<__nv_bfloat16>(const __nv_bfloat16* p, int64_t idx) {
+  return __ushort_as_bfloat16(__ldg(reinterpret_cast<const unsigned short*>(p) + idx));
+}
+
+// +0 of a storage type (the 16-bit types' conversions may be compiled out by torch's flags).
+template <typename T> __device__ __forceinline__ T zero_value() { return T(0); }
+template <> __device__ __forceinline__ __half zero_value<__half>() { return __ushort_as_half(0); }
+template <> __device__ __forceinline__ __nv_bfloat16 zero_value<__nv_bfloat16>() { return __ushort_as_bfloat16(0); }
+
 // Weights and bias: the input's dtype, or fp32 beside fp16/bf16 input (one uniform branch).
 template <typename T> __device__ __forceinline__ auto load_param(const Conv1dParams& p, const void* base, int64_t idx) {
   if constexpr (sizeof(T) == 2) {

@@ -13,10 +13,12 @@
 // stores where aligned.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "conv1d_depthwise_config.h"
 #include "launchers.h"
 
 namespace convkit {
@@ -27,8 +29,29 @@ constexpr int kThreads = 128;
 // Consecutive outputs per thread (kVec); each kernel defines kVec = vec_for<T>() and
 // kTile = kThreads * kVec. Measured on the H200 (benchmarks/NOTES.md): 8 gives fp32 forward 73 % of
 // the floor and bf16 33 %; 16 gave bf16 the same 33 % and fp32 only 19 %, so 8 for every type.
-template <typename T> __host__ __device__ constexpr int vec_for() { return 8; }
-inline int tile_for(DType) { return kThreads * 8; }
+// The library's choices, per direction and element size: conv1d_depthwise_config.h.
+template <typename T> __host__ __device__ constexpr int fwd_vec() {
+  return sizeof(T) == 2 ? CONVKIT_DW_FWD_V_16BIT : sizeof(T) == 4 ? CONVKIT_DW_FWD_V_FP32 : 8;
+}
+template <typename T> __host__ __device__ constexpr int bwd_vec() {
+  return sizeof(T) == 2 ? CONVKIT_DW_BWD_V_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_V_FP32 : 8;
+}
+template <typename T> constexpr int fwd_variant() {
+  return sizeof(T) == 2 ? CONVKIT_DW_FWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_FWD_VARIANT_FP32 : 0;
+}
+template <typename T> constexpr int bwd_variant() {
+  return sizeof(T) == 2 ? CONVKIT_DW_BWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_VARIANT_FP32 : 0;
+}
+inline int fwd_vec(DType dt) {
+  return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_FWD_V_16BIT
+         : dt == DType::kFloat32                         ? CONVKIT_DW_FWD_V_FP32
+                                                         : 8;
+}
+inline int bwd_vec(DType dt) {
+  return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_BWD_V_16BIT
+         : dt == DType::kFloat32                         ? CONVKIT_DW_BWD_V_FP32
+                                                         : 8;
+}
 
 // Threads read the window at stride V (* stride); one pad word every V makes that stride odd in
 // banks, so those reads are conflict-free.
@@ -78,6 +101,66 @@ __device__ __forceinline__ void stage_row(A* win, const void* base, int64_t row_
   }
 }
 
+// Register-staged prefetch of a window: `fetch` issues the global loads of a tile's window into
+// registers (raw 16-byte slots, no waiting), `commit` converts them into shared memory later. A
+// kernel fetches tile n+1 before computing tile n, so every thread keeps loads in flight while it
+// computes and stores: without this the kernels are latency-bound (benchmarks/NOTES.md, runs 1-3).
+//
+// Slots are VE elements (16 bytes). When the row is contiguous and 16-byte aligned, slots are
+// aligned to the row start and fetched with one 16-byte load each (or element by element at the
+// row's ends); otherwise slots start at the window start and every element is loaded on its own,
+// still all issued before any is used. R slots per thread bound the window: R * kThreads slots
+// (`fits`); the kernels check that once per launch and otherwise use stage_row.
+template <typename T, int R> struct WindowPrefetch {
+  static constexpr int VE = VecOf<T>::kElems;
+  uint4 buf[R];
+  int64_t q0;
+  int nslots;
+
+  __host__ __device__ static constexpr bool fits(int64_t n) { return (n + VE - 1) / VE + 1 <= int64_t{R} * kThreads; }
+
+  __device__ __forceinline__ void fetch(const void* base, int64_t row_off, int64_t sl, int64_t pos0, int n,
+                                        int64_t len) {
+    const T* row = static_cast<const T*>(base) + row_off;
+    const bool vec_ok = sl == 1 && (reinterpret_cast<uintptr_t>(row) % 16 == 0);
+    q0 = !vec_ok ? pos0 : (pos0 >= 0 ? pos0 - pos0 % VE : -((-pos0 + VE - 1) / VE) * VE);
+    nslots = static_cast<int>((pos0 + n - q0 + VE - 1) / VE);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = threadIdx.x + r * kThreads;
+      if (s >= nslots) break;
+      const int64_t q = q0 + static_cast<int64_t>(s) * VE;
+      if (vec_ok && q >= 0 && q + VE <= len) {
+        buf[r] = __ldg(reinterpret_cast<const uint4*>(row + q));
+      } else {
+        T* v = reinterpret_cast<T*>(&buf[r]);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+          const int64_t pos = q + e;
+          v[e] = (pos >= 0 && pos < len) ? raw_load(row, pos * sl) : zero_value<T>();
+        }
+      }
+    }
+  }
+
+  // Writes the fetched elements [pos0, pos0 + n) to win[padded<V>(0 .. n)].
+  template <int V, typename A>
+  __device__ __forceinline__ void commit(A* win, int64_t pos0, int n) const {
+    const int skip = static_cast<int>(pos0 - q0);  // 0 <= skip < VE
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = threadIdx.x + r * kThreads;
+      if (s >= nslots) break;
+      const T* v = reinterpret_cast<const T*>(&buf[r]);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        const int a = s * VE + e - skip;
+        if (a >= 0 && a < n) win[padded<V>(a)] = to_acc(v[e]);
+      }
+    }
+  }
+};
+
 // Writes V consecutive values to positions [j, j + V) of a row, clipped at `len`.
 template <typename T, int V, typename A>
 __device__ __forceinline__ void store_run(void* base, int64_t row_off, int64_t sl, int64_t j, int64_t len,
@@ -101,13 +184,56 @@ __device__ __forceinline__ void store_run(void* base, int64_t row_off, int64_t s
 }
 
 // Window (in elements) of the input a tile of `outs` outputs reads.
-__host__ __device__ inline int window_len(int outs, int K, int S, int D) { return (outs - 1) * S + (K - 1) * D + 1; }
+__host__ __device__ constexpr int window_len(int outs, int K, int S, int D) { return (outs - 1) * S + (K - 1) * D + 1; }
 
-template <typename T, int K_, int S_, int D_>
+// Register slots (16 bytes each) per thread that hold a prefetched window of `elems` elements of T;
+// the runtime-shape kernels (elems unknown at compile time) use `fallback`.
+template <typename T> __host__ __device__ constexpr int prefetch_slots(int elems, int fallback) {
+  return elems > 0 ? ((elems + VecOf<T>::kElems - 1) / VecOf<T>::kElems + 1 + kThreads - 1) / kThreads : fallback;
+}
+
+// The outputs [j0 + V*threadIdx.x, +V) of row (b, co) from the staged window `win`.
+template <typename T, int K_, int S_, int D_, int V, typename A>
+__device__ __forceinline__ void fwd_dw_outputs(const Conv1dParams& p, const A* win, int64_t b, int64_t co, int64_t j0,
+                                               int K, int S, int D) {
+  const int jl = threadIdx.x * V;
+  if (j0 + jl >= p.out_length) return;
+  const int64_t w_off = co * p.w_stride_o;
+  const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : A(0);
+  A acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = bias;
+  if constexpr (K_ > 0 && S_ > 0 && D_ > 0) {
+    A w[K_];
+#pragma unroll
+    for (int k = 0; k < K_; ++k) w[k] = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
+    // Fully unrolled: repeated window positions (i*S + k*D) are loaded once.
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+#pragma unroll
+      for (int k = 0; k < K_; ++k) acc[i] += w[k] * win[padded<V>((jl + i) * S_ + k * D_)];
+  } else {
+    for (int k = 0; k < K; ++k) {
+      const A wk = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] += wk * win[padded<V>((jl + i) * S + k * D)];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] = activate(p.activation, acc[i]);
+  store_run<T, V>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length, acc);
+}
+
+// Forward. Tiles are (b, co, segment of V * kThreads outputs), walked grid-stride; each block
+// prefetches the next tile's input window into registers while it computes the current one.
+template <typename T, int K_, int S_, int D_, int V>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
-  constexpr int kVec = vec_for<T>();
-  constexpr int kTile = kThreads * kVec;
+  constexpr int kTile = kThreads * V;
+  constexpr bool kFixed = K_ > 0 && S_ > 0 && D_ > 0;
+  // Runtime shapes: room for stride <= 2 and a halo of up to kThreads slots.
+  using Prefetch = WindowPrefetch<T, prefetch_slots<T>(kFixed ? window_len(kTile, K_, S_, D_) : 0,
+                                                      2 * ((V * sizeof(T) + 15) / 16) + 1)>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* win = reinterpret_cast<A*>(smem_raw);
   const int K = K_ > 0 ? K_ : static_cast<int>(p.kernel_size);
@@ -117,44 +243,43 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_kernel(const Conv1dPar
   const int64_t mult = p.out_channels / p.in_channels;
   const int64_t l_tiles = ceil_div(p.out_length, kTile);
   const int64_t num_tiles = p.batch * p.out_channels * l_tiles;
-
-  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-    int64_t row, lt, b, co;
+  const void* x = p.x;
+  auto x_row = [&](int64_t b, int64_t co) { return b * p.x_stride_b + (co / mult) * p.x_stride_c; };
+  auto decode = [&](int64_t tile, int64_t& b, int64_t& co, int64_t& j0) {
+    int64_t row, lt;
     divmod(tile, l_tiles, row, lt);
     divmod(row, p.out_channels, b, co);
-    const int64_t j0 = lt * kTile;
-    const int64_t w_off = co * p.w_stride_o;
+    j0 = lt * kTile;
+  };
 
-    __syncthreads();  // the previous tile is done with `win`
-    stage_row<T, kVec>(win, p.x, b * p.x_stride_b + (co / mult) * p.x_stride_c, p.x_stride_l, j0 * S - p.pad_left, W,
-                 p.in_length);
-    __syncthreads();
-
-    const int jl = threadIdx.x * kVec;
-    if (j0 + jl >= p.out_length) continue;
-    const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : A(0);
-    A acc[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) acc[i] = bias;
-    if constexpr (K_ > 0 && S_ > 0 && D_ > 0) {
-      A w[K_];
-#pragma unroll
-      for (int k = 0; k < K_; ++k) w[k] = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
-      // Fully unrolled: repeated window positions (i*S + k*D) are loaded once.
-#pragma unroll
-      for (int i = 0; i < kVec; ++i)
-#pragma unroll
-        for (int k = 0; k < K_; ++k) acc[i] += w[k] * win[padded<kVec>((jl + i) * S_ + k * D_)];
-    } else {
-      for (int k = 0; k < K; ++k) {
-        const A wk = load_param<T>(p, p.w, w_off + k * p.w_stride_k);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[i] += wk * win[padded<kVec>((jl + i) * S + k * D)];
-      }
+  if (!Prefetch::fits(W)) {  // runtime shapes with a very wide window: stage without prefetch
+    for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      int64_t b, co, j0;
+      decode(tile, b, co, j0);
+      __syncthreads();  // the previous tile is done with `win`
+      stage_row<T, V>(win, x, x_row(b, co), p.x_stride_l, j0 * S - p.pad_left, W, p.in_length);
+      __syncthreads();
+      fwd_dw_outputs<T, K_, S_, D_, V>(p, win, b, co, j0, K, S, D);
     }
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) acc[i] = activate(p.activation, acc[i]);
-    store_run<T, kVec>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length, acc);
+    return;
+  }
+
+  Prefetch pf;
+  int64_t tile = blockIdx.x, b = 0, co = 0, j0 = 0;
+  if (tile < num_tiles) {
+    decode(tile, b, co, j0);
+    pf.fetch(x, x_row(b, co), p.x_stride_l, j0 * S - p.pad_left, W, p.in_length);
+  }
+  for (; tile < num_tiles; tile += gridDim.x) {
+    __syncthreads();  // the previous tile is done with `win`
+    pf.template commit<V>(win, j0 * S - p.pad_left, W);
+    __syncthreads();
+    const int64_t cb = b, cco = co, cj0 = j0;
+    if (tile + gridDim.x < num_tiles) {
+      decode(tile + gridDim.x, b, co, j0);
+      pf.fetch(x, x_row(b, co), p.x_stride_l, j0 * S - p.pad_left, W, p.in_length);
+    }
+    fwd_dw_outputs<T, K_, S_, D_, V>(p, win, cb, cco, cj0, K, S, D);
   }
 }
 
@@ -168,10 +293,10 @@ constexpr int kMaxRuntimeK = 32;  // the runtime-K backward keeps K tap sums in 
 
 // Elements of shared memory (in accumulator units) the fused backward needs for one tile.
 // The dy window spans the outputs a tile owns plus those its grad-input reads; see the kernel.
-__host__ __device__ inline int64_t bwd_dy_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
+__host__ __device__ constexpr int64_t bwd_dy_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
   return tile + ((K - 1) * D + S - 1) / S + (P + S - 1) / S + 2;
 }
-__host__ __device__ inline int64_t bwd_x_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
+__host__ __device__ constexpr int64_t bwd_x_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
   return (bwd_dy_window(tile, K, S, D, P) - 1) * S + (K - 1) * D + 1;
 }
 
@@ -188,12 +313,19 @@ __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
 //     sums (and dy[j] to the bias sum).
 // At the end the tap sums are reduced over the block in a fixed order into the workspace, so
 // grad-weight is deterministic; sum_partials_kernel adds the splits.
-template <typename T, int K_, int S_, int D_>
+template <typename T, int K_, int S_, int D_, int V>
 __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
   constexpr int KR = K_ > 0 ? K_ : kMaxRuntimeK;  // register slots for tap sums
-  constexpr int kVec = vec_for<T>();
-  constexpr int kTile = kThreads * kVec;
+  constexpr int kTile = kThreads * V;
+  constexpr bool kFixed = K_ > 0 && S_ > 0 && D_ > 0;
+  // Prefetch room for padding up to (K - 1) * D (causal, 'same' and less); larger padding and the
+  // runtime shapes' wide windows fall back to stage_row.
+  constexpr int kFallbackSlots = 2 * ((V * sizeof(T) + 15) / 16) + 1;
+  using PrefetchDy =
+      WindowPrefetch<T, prefetch_slots<T>(kFixed ? bwd_dy_window(kTile, K_, S_, D_, (K_ - 1) * D_) : 0, kFallbackSlots)>;
+  using PrefetchX =
+      WindowPrefetch<T, prefetch_slots<T>(kFixed ? bwd_x_window(kTile, K_, S_, D_, (K_ - 1) * D_) : 0, kFallbackSlots)>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int64_t K = K_ > 0 ? K_ : p.kernel_size;
   const int64_t S = S_ > 0 ? S_ : p.stride;
@@ -202,7 +334,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
   const int WD = static_cast<int>(bwd_dy_window(kTile, K, S, D, P));
   const int WX = static_cast<int>(bwd_x_window(kTile, K, S, D, P));
   A* dyw = reinterpret_cast<A*>(smem_raw);
-  A* xw = dyw + padded_size(WD, kVec);
+  A* xw = dyw + padded_size(WD, V);
   __shared__ A scratch[kThreads / 32];
 
   const int64_t C = p.out_channels;
@@ -211,11 +343,21 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
   const int64_t splits = p.weight_splits;
   const int64_t chunk = ceil_div(per_channel, splits);
   const bool want_dx = p.grad_x != nullptr;
+  const bool prefetch = PrefetchDy::fits(WD) && PrefetchX::fits(WX);
   A* partial = static_cast<A*>(p.workspace);
+  // Tile n of a channel: batch b, outputs [j0, j0 + kTile), inputs [j0 * S, (j0 + kTile) * S); the
+  // dy window starts at dlo, the x window at dlo * S - P.
+  auto origin = [&](int64_t n, int64_t& b, int64_t& j0, int64_t& dlo) {
+    int64_t t;
+    divmod(n, n_tiles, b, t);
+    j0 = t * kTile;
+    dlo = min(j0, floor_div(j0 * S + P - (K - 1) * D, S));
+  };
 
   for (int64_t unit = blockIdx.x; unit < C * splits; unit += gridDim.x) {
     int64_t split, c;
     divmod(unit, C, split, c);
+    const int64_t dy_row = c * p.y_stride_c, x_row = c * p.x_stride_c;
     A w[KR];
 #pragma unroll
     for (int k = 0; k < KR; ++k) w[k] = k < K ? load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k) : A(0);
@@ -225,61 +367,76 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
     for (int k = 0; k < KR; ++k) gw[k] = 0;
     A gb = 0;
 
-    const int64_t n_end = min((split + 1) * chunk, per_channel);
-    for (int64_t n = split * chunk; n < n_end; ++n) {
-      int64_t b, t;
-      divmod(n, n_tiles, b, t);
-      const int64_t j0 = t * kTile;
-      const int64_t i0 = j0 * S;
-      const int64_t dlo = min(j0, floor_div(i0 + P - (K - 1) * D, S));
-      const int64_t xlo = dlo * S - P;
-
+    PrefetchDy pf_dy;
+    PrefetchX pf_x;
+    const int64_t n_begin = split * chunk, n_end = min((split + 1) * chunk, per_channel);
+    int64_t b = 0, j0 = 0, dlo = 0;
+    if (n_begin < n_end) origin(n_begin, b, j0, dlo);
+    if (prefetch && n_begin < n_end) {
+      pf_dy.fetch(p.y, b * p.y_stride_b + dy_row, p.y_stride_l, dlo, WD, p.out_length);
+      pf_x.fetch(p.x, b * p.x_stride_b + x_row, p.x_stride_l, dlo * S - P, WX, p.in_length);
+    }
+    for (int64_t n = n_begin; n < n_end; ++n) {
+      const int64_t cb = b, cj0 = j0, cdlo = dlo;
+      __syncthreads();  // the previous tile is done with the windows
+      if (prefetch) {
+        pf_dy.template commit<V>(dyw, cdlo, WD);
+        pf_x.template commit<V>(xw, cdlo * S - P, WX);
+      } else {
+        stage_row<T, V>(dyw, p.y, cb * p.y_stride_b + dy_row, p.y_stride_l, cdlo, WD, p.out_length);
+        stage_row<T, V>(xw, p.x, cb * p.x_stride_b + x_row, p.x_stride_l, cdlo * S - P, WX, p.in_length);
+      }
       __syncthreads();
-      stage_row<T, kVec>(dyw, p.y, b * p.y_stride_b + c * p.y_stride_c, p.y_stride_l, dlo, WD, p.out_length);
-      stage_row<T, kVec>(xw, p.x, b * p.x_stride_b + c * p.x_stride_c, p.x_stride_l, xlo, WX, p.in_length);
-      __syncthreads();
+      if (n + 1 < n_end) {
+        origin(n + 1, b, j0, dlo);
+        if (prefetch) {  // the next tile's loads stay in flight while this one computes
+          pf_dy.fetch(p.y, b * p.y_stride_b + dy_row, p.y_stride_l, dlo, WD, p.out_length);
+          pf_x.fetch(p.x, b * p.x_stride_b + x_row, p.x_stride_l, dlo * S - P, WX, p.in_length);
+        }
+      }
       if (p.activation != kActNone) {
         for (int a = threadIdx.x; a < WD; a += kThreads) {
           A z = bias;
 #pragma unroll
           for (int k = 0; k < KR; ++k)
-            if (k < K) z += w[k] * xw[padded<kVec>(static_cast<int>(a * S + k * D))];
-          dyw[padded<kVec>(a)] *= activate_grad(p.activation, z);
+            if (k < K) z += w[k] * xw[padded<V>(static_cast<int>(a * S + k * D))];
+          dyw[padded<V>(a)] *= activate_grad(p.activation, z);
         }
         __syncthreads();
       }
 
       // grad-weight / grad-bias over the outputs this tile owns
-      const int jl = threadIdx.x * kVec;
-      const int a0 = static_cast<int>(j0 - dlo) + jl;
+      const int jl = threadIdx.x * V;
+      const int a0 = static_cast<int>(cj0 - cdlo) + jl;
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        if (j0 + jl + i >= p.out_length) break;
-        const A g = dyw[padded<kVec>(a0 + i)];
+      for (int i = 0; i < V; ++i) {
+        if (cj0 + jl + i >= p.out_length) break;
+        const A g = dyw[padded<V>(a0 + i)];
         gb += g;
 #pragma unroll
         for (int k = 0; k < KR; ++k)
-          if (k < K) gw[k] += g * xw[padded<kVec>(static_cast<int>((a0 + i) * S + k * D))];
+          if (k < K) gw[k] += g * xw[padded<V>(static_cast<int>((a0 + i) * S + k * D))];
       }
 
       // grad-input for inputs [i0, i0 + S*kTile), in S passes of kTile
       if (want_dx) {
+        const int64_t i0 = cj0 * S;
         for (int64_t r = 0; r < S; ++r) {
           const int64_t ib = i0 + r * kTile + jl;
           if (ib >= p.in_length) break;
-          A acc[kVec];
+          A acc[V];
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) {
+          for (int e = 0; e < V; ++e) {
             A v = 0;
 #pragma unroll
             for (int k = 0; k < KR; ++k) {
               if (k >= K) break;
               const int64_t tt = ib + e + P - k * D;
-              if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded<kVec>(static_cast<int>(tt / S - dlo))];
+              if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded<V>(static_cast<int>(tt / S - cdlo))];
             }
             acc[e] = v;
           }
-          store_run<T, kVec>(p.grad_x, b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, ib, p.in_length, acc);
+          store_run<T, V>(p.grad_x, cb * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, ib, p.in_length, acc);
         }
       }
     }
@@ -299,6 +456,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 }  // namespace dw
 }  // namespace convkit
 
+#include "conv1d_depthwise_pipelined.cuh"
+
 namespace convkit {
 namespace dw {
 
@@ -306,19 +465,18 @@ namespace dw {
 // ineligible (too much shared memory), never wrap around to a small size.
 constexpr int64_t kTooLarge = int64_t{1} << 40;
 inline int acc_bytes(DType dt) { return dt == DType::kFloat64 ? 8 : 4; }
-inline int64_t window_bytes(int64_t elems, const Conv1dParams& p) {
-  const int v = tile_for(p.dtype) / kThreads;
+inline int64_t window_bytes(int64_t elems, const Conv1dParams& p, int v) {
   return elems > (int64_t{1} << 24) ? kTooLarge : padded_size(elems, v) * acc_bytes(p.dtype);
 }
-inline int64_t fwd_smem_bytes(const Conv1dParams& p) {
-  return window_bytes((tile_for(p.dtype) - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1, p);
+inline int64_t fwd_smem_bytes(const Conv1dParams& p, int v) {
+  return window_bytes((int64_t{kThreads} * v - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1, p, v);
 }
 // Includes the kernel's static `scratch` (block_sum), which counts against the same limit.
-inline int64_t bwd_smem_bytes(const Conv1dParams& p) {
-  const int64_t tile = tile_for(p.dtype);
+inline int64_t bwd_smem_bytes(const Conv1dParams& p, int v) {
+  const int64_t tile = int64_t{kThreads} * v;
   const int64_t wd = bwd_dy_window(tile, p.kernel_size, p.stride, p.dilation, p.pad_left);
   const int64_t wx = bwd_x_window(tile, p.kernel_size, p.stride, p.dilation, p.pad_left);
-  return window_bytes(wd, p) + window_bytes(wx, p) + acc_bytes(p.dtype) * (kThreads / 32);
+  return window_bytes(wd, p, v) + window_bytes(wx, p, v) + acc_bytes(p.dtype) * (kThreads / 32);
 }
 
 // Shared memory above 48 KB (dynamic + static) must be opted into per kernel; `total` includes the
@@ -338,33 +496,63 @@ template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, 
   return grid_for(tiles, num_sms, per_sm);
 }
 
-}  // namespace dw
 
-template <DType dt, int K, int S, int D>
-cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
-  using T = typename ScalarOf<dt>::type;
-  using A = typename AccOf<T>::type;
-  const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, dw::kThreads * dw::vec_for<T>());
+// The launches, with the outputs-per-thread V as a parameter (ci/dw_micro.cu compares values of V;
+// the library uses fwd_vec / bwd_vec and fwd_variant / bwd_variant).
+// kVariant (ci/dw_micro.cu compares them): 0 staged kernel only; otherwise pipelined where it
+// applies, 1 + (interleave ? 1 : 0) + (grid-stride ? 2 : 0).
+template <typename T, int K, int S, int D, int V, int kVariant>
+cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
+  const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
   if (tiles == 0) return cudaSuccess;
-  const int64_t smem = dw::fwd_smem_bytes(p);
-  auto kernel = dw::conv1d_fwd_dw_kernel<T, K, S, D>;
-  cudaError_t err = dw::allow_smem(kernel, smem, smem);
+  if constexpr (kVariant > 0 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+    if (fwd_pipelined_ok<T>(p, K, D)) {
+      constexpr int kStages = 4;
+      constexpr bool kInterleave = ((kVariant - 1) & 1) != 0, kGridStride = ((kVariant - 1) & 2) != 0;
+      constexpr int smem = FwdPipelined<T, K, S, D, V, kStages, kInterleave>::kSmemBytes;
+      auto kernel = conv1d_fwd_dw_pipelined_kernel<T, K, S, D, V, kStages, kInterleave, kGridStride>;
+      cudaError_t err = allow_smem(kernel, smem, smem);
+      if (err != cudaSuccess) return err;
+      kernel<<<resident_grid(kernel, tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
+      return cudaGetLastError();
+    }
+  }
+  const int64_t smem = fwd_smem_bytes(p, V);
+  auto kernel = conv1d_fwd_dw_kernel<T, K, S, D, V>;
+  cudaError_t err = allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
-  kernel<<<dw::resident_grid(kernel, tiles, smem, p.num_sms), dw::kThreads, smem, stream>>>(p);
+  kernel<<<resident_grid(kernel, tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <DType dt, int K, int S, int D>
-cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
-  using T = typename ScalarOf<dt>::type;
+// Needs p.workspace and p.weight_splits from plan_depthwise_bwd (with the same V).
+// kVariant: 0 staged kernel only; 1 pipelined where it applies; 2 pipelined, interleaved runs.
+template <typename T, int K, int S, int D, int V, int kVariant>
+cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
-  const int64_t total = dw::bwd_smem_bytes(p);
-  const int64_t smem = total - static_cast<int64_t>(sizeof(A)) * (dw::kThreads / 32);  // less static scratch
-  auto kernel = dw::conv1d_bwd_dw_kernel<T, K, S, D>;
-  cudaError_t err = dw::allow_smem(kernel, total, smem);
-  if (err != cudaSuccess) return err;
-  kernel<<<dw::resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), dw::kThreads, smem, stream>>>(p);
+  bool launched = false;
+  if constexpr (kVariant > 0 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
+    if (bwd_pipelined_ok<T>(p, K, S, D)) {
+      constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
+      constexpr bool kInterleave = kVariant == 2;
+      constexpr int smem = BwdPipelined<T, K, D, V, kStages, kInterleave>::kSmemBytes;
+      constexpr int total = smem + sizeof(float) * (kThreads / 32);
+      auto kernel = conv1d_bwd_dw_pipelined_kernel<T, K, D, V, kStages, kInterleave>;
+      cudaError_t err = allow_smem(kernel, total, smem);
+      if (err != cudaSuccess) return err;
+      kernel<<<resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), kThreads, smem, stream>>>(p);
+      launched = true;
+    }
+  }
+  if (!launched) {
+    const int64_t total = bwd_smem_bytes(p, V);
+    const int64_t smem = total - static_cast<int64_t>(sizeof(A)) * (kThreads / 32);  // less static scratch
+    auto kernel = conv1d_bwd_dw_kernel<T, K, S, D, V>;
+    cudaError_t err = allow_smem(kernel, total, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), kThreads, smem, stream>>>(p);
+  }
   const A* part = static_cast<const A*>(p.workspace);
   const int64_t n_weight = C * p.kernel_size;
   CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
@@ -376,6 +564,32 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
           part + p.weight_splits * n_weight, p.weight_splits, C, p.grad_bias);
   })
   return cudaGetLastError();
+}
+
+// Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles.
+// Sets p.weight_splits; returns the accumulator values p.workspace must hold.
+inline int64_t plan_bwd(Conv1dParams& p, int v) {
+  const int64_t C = p.out_channels;
+  const int64_t tile = int64_t{kThreads} * v;
+  const int64_t n_tiles = std::max(ceil_div(p.out_length, tile), ceil_div(p.in_length, tile * p.stride));
+  const int64_t per_channel = std::max<int64_t>(p.batch * n_tiles, 1);
+  const int64_t wanted = ceil_div(static_cast<int64_t>(p.num_sms) * 8, C);
+  p.weight_splits = std::max<int64_t>(1, std::min(wanted, per_channel));
+  return p.weight_splits * (C * p.kernel_size + C);
+}
+
+}  // namespace dw
+
+template <DType dt, int K, int S, int D>
+cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
+  using T = typename ScalarOf<dt>::type;
+  return dw::launch_fwd<T, K, S, D, dw::fwd_vec<T>(), dw::fwd_variant<T>()>(p, stream);
+}
+
+template <DType dt, int K, int S, int D>
+cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
+  using T = typename ScalarOf<dt>::type;
+  return dw::launch_bwd<T, K, S, D, dw::bwd_vec<T>(), dw::bwd_variant<T>()>(p, stream);
 }
 
 #define CONVKIT_INSTANTIATE_DEPTHWISE(K, S, D)                                                          \

@@ -18,10 +18,11 @@ cudaError_t launch_conv1d_bwd_input_generic(const Conv1dParams& p, cudaStream_t 
 int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
-// EXPERIMENTAL dense/grouped forward on tensor cores (fp16/bf16), used only with
-// CONVKIT_EXPERIMENTAL_DENSE=1 (kernels/conv1d_fwd_dense_wmma.cu; benchmarks/NOTES.md says where it stands).
-bool conv1d_fwd_dense_wmma_supports(const Conv1dParams& p);
-cudaError_t launch_conv1d_fwd_dense_wmma(const Conv1dParams& p, cudaStream_t stream);
+// EXPERIMENTAL dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32;
+// mma.sync implicit GEMM, kernels/conv1d_fwd_dense_mma.cu), used only with CONVKIT_EXPERIMENTAL_DENSE=1.
+// supports() false -> the caller uses the generic kernel.
+bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
 // Depthwise kernels (kernels/conv1d_depthwise.cuh). K, S, D > 0: specialised, instantiated by
 // kernels/generated/*.cu from csrc/specializations.json; 0, 0, 0: the generic depthwise kernels

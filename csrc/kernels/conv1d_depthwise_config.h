@@ -1,0 +1,16 @@
+// Tuning choices of the depthwise kernels, picked by measurement on the H200 with ci/dw_micro.cu
+// (benchmarks/NOTES.md has the numbers). Per direction and per element size:
+//   *_V       outputs per thread (a tile is 128 * V outputs);
+//   *_VARIANT which kernel: forward 0 staged, 1 pipelined, 2 pipelined with interleaved runs,
+//             3 pipelined in grid-stride tile order, 4 both; backward 0 staged, 1 pipelined,
+//             2 pipelined with interleaved runs (see launch_fwd / launch_bwd).
+#pragma once
+
+#define CONVKIT_DW_FWD_V_16BIT 16
+#define CONVKIT_DW_FWD_VARIANT_16BIT 1
+#define CONVKIT_DW_FWD_V_FP32 16
+#define CONVKIT_DW_FWD_VARIANT_FP32 4
+#define CONVKIT_DW_BWD_V_16BIT 16
+#define CONVKIT_DW_BWD_VARIANT_16BIT 1
+#define CONVKIT_DW_BWD_V_FP32 16
+#define CONVKIT_DW_BWD_VARIANT_FP32 1

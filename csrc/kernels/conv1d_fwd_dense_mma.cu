@@ -1,0 +1,562 @@
+// Dense and grouped forward (fp16/bf16 in, fp32 accumulate) as an implicit GEMM on tensor cores with
+// mma.sync.m16n8k16 (inline PTX) and ldmatrix. Per group g:
+//
+//   out[co, n] = sum_r A[co, r] * B[r, n]          n = (b, j) output position, r = (k, ci) tap-major
+//   A[co, r]   = w[g*Cout_g + co, ci, k]           B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
+//
+// One block (8 warps) computes a BM x BN tile (co x j, one batch row b, one group) and walks the
+// reduction in "stages" of CC input channels x all K taps. For a stage it stages in shared memory
+//   * the weights A[BM][k*CC + ci] (converted to T; fp32 weights allowed), and
+//   * the x window of those CC channels covering every position the BN outputs touch, TRANSPOSED
+//     to [position][channel] (16-byte rows of 8 channels), so that the B fragment of any tap k is one
+//     ldmatrix (non-trans) whose 8 row addresses are the 8 output positions: any tap offset k*D,
+//     any stride S works without the 16-byte alignment problem of ldmatrix.trans on [ch][pos].
+//     Positions are stored phase-split (row = (t % S) * Wq + t / S), so the positions n = 0, 1, 2, ...
+//     of one tap are consecutive rows: conflict-free ldmatrix for every stride.
+//     When the dilation makes the contiguous window much longer than K separate per-tap windows
+//     (wavenet, D = 512), each tap gets its own window ("segments").
+//   x is read from DRAM once per tile (the K taps reuse the staged window); all BM = Cout_g <= 128
+//   output channels of a position range are in one block, so x is read exactly once in total then.
+// Global -> registers (16-byte loads of 8 positions of one channel, 8 channels per thread, realigned
+// in registers when a row is not 16-byte aligned) -> 8x8 transpose with byte_perm -> 16-byte shared
+// stores. The loads of stage s+1 are issued before the MMAs of stage s (register double buffering,
+// two shared buffers). The stage stream runs across tiles (persistent grid-stride loop), so a tile
+// with a single stage (Cin_g <= CC) is still overlapped with the previous tile's MMAs.
+// Epilogue: fp32 C tile staged through shared memory; bias + activation applied while copying out
+// with 16-byte coalesced stores of y rows.
+//
+// STATUS (H200, ci/dense_mma_check.cu): correct on every case of the harness, but only 43-68 TFLOP/s
+// on the suite shapes, far below torch. Profile (tcn_k3_d8): ~20 issued instructions per HMMA at
+// 8 warps/SM (225 registers, 1 block/SM). The main cost is staging the weights: the (Cout, Cin_g, K)
+// global order has to be scattered into the tap-major A tile with 16-bit shared stores every stage;
+// then the x gather/transpose. Next steps: pre-pack the weights once (tap-major, T) into a
+// workspace so A can be copied with cp.async, and template the hot shapes on K.
+#include <cstdint>
+#include <type_traits>
+
+#include "activation.cuh"
+#include "common.cuh"
+#include "launchers.h"
+
+namespace convkit {
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps
+constexpr int kMaxK = 8;       // taps handled (kernel_size <= 8)
+constexpr int kAUnits = 8;     // 16-byte A units (8 weights) per thread per stage (fast path)
+
+struct DensePlan {
+  int wm;        // warps along co: 2 -> BM 128 x BN 128, 1 -> BM 64 x BN 256
+  int bm, bn;
+  int cc;        // input channels per stage (16 or 32)
+  int k, s, d;
+  int nseg;      // 1: one contiguous window; K: one window per tap
+  int wls;       // positions staged per segment (multiple of 8)
+  int wq;        // rows per phase
+  int seg_rows;  // s * wq
+  int x_pitch;   // elements per x row (cc + 8)
+  int a_pitch;   // elements per A row (cc*k + 8)
+  int a_bytes, x_bytes, rb_off, stage_bytes, smem_bytes;
+  // A fast path (weights contiguous (Cout, Cin_g, K), 16-byte aligned rows): a row's stage is
+  // cc*K consecutive weights = a_u8 16-byte units; thread -> flat unit tid + i * kThreads.
+  int a_vec;
+  int a_u8;
+  int a_drow, a_dunit;  // kThreads = a_drow * a_u8 + a_dunit
+  int a_passes;         // ceil(bm * a_u8 / kThreads) <= kAUnits
+  int x_units;   // (cc/8) * nseg * wls/8, <= kThreads
+  int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+};
+
+// ---- PTX helpers ------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+template <typename T>
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+__device__ __forceinline__ void sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <typename T> __device__ __forceinline__ uint32_t bits16(float v);
+template <> __device__ __forceinline__ uint32_t bits16<__half>(float v) { return __half_as_ushort(__float2half_rn(v)); }
+template <> __device__ __forceinline__ uint32_t bits16<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+__device__ __forceinline__ int64_t floor8(int64_t v) { return v & ~int64_t{7}; }  // two's complement: floor
+
+// Eight consecutive 16-bit elements of x starting at element `off` (contiguous, all in range),
+// as 4 words; the row may have any 2-byte alignment.
+__device__ __forceinline__ void load8_contig(const unsigned short* base, int64_t off, uint32_t* out) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(base + off);
+  const int m = static_cast<int>((addr & 15) >> 1);
+  const uint4* a = reinterpret_cast<const uint4*>(addr - 2 * m);
+  uint4 lo = ldg_stream(a);
+  if (m == 0) {
+    out[0] = lo.x; out[1] = lo.y; out[2] = lo.z; out[3] = lo.w;
+    return;
+  }
+  // Both 16-byte chunks hold an element of the range, so neither read leaves the allocation.
+  uint4 hi = ldg_stream(a + 1);
+  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  if (m & 4) {
+#pragma unroll
+    for (int i = 0; i < 6; ++i) w[i] = w[i + 2];
+  }
+  if (m & 2) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
+  }
+  if (m & 1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __byte_perm(w[i], w[i + 1], 0x5432);
+  }
+  out[0] = w[0]; out[1] = w[1]; out[2] = w[2]; out[3] = w[3];
+}
+
+struct TileCoord {
+  int64_t b, j0, g, co0;
+};
+
+__device__ __forceinline__ TileCoord tile_coord(const DensePlan& q, int64_t groups, int64_t tile) {
+  // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours.
+  TileCoord t;
+  int64_t rest, mt, g, jt;
+  divmod(tile, q.m_tiles, rest, mt);
+  divmod(rest, groups, rest, g);
+  divmod(rest, q.j_tiles, t.b, jt);
+  t.j0 = jt * q.bn;
+  t.g = g;
+  t.co0 = mt * q.bm;
+  return t;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const Conv1dParams p, const DensePlan q) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % q.wm, wn = warp / q.wm;  // warp tile: 64 (co) x 32 (n)
+
+  const unsigned short* xr = static_cast<const unsigned short*>(p.x);
+  const int64_t S = q.s, D = q.d, P = p.pad_left;
+
+  // ---- per-thread loader geometry (fixed for the whole launch) ----
+  const int a_unit0 = tid % q.a_u8;
+  const int a_row0 = tid / q.a_u8;
+  // X: thread -> (channel group, segment, 8-position group).
+  const int cgs = q.cc / 8;
+  const bool x_active = tid < q.x_units;
+  const int x_cg = tid % cgs;
+  const int x_grp = tid / cgs;
+  const int x_seg = x_grp / (q.wls / 8);
+  const int x_t0 = (x_grp % (q.wls / 8)) * 8;  // first position (window-relative) of this thread
+
+  uint32_t ra[4 * kAUnits];  // [unit][4 words], global order (ci, k)
+  uint32_t rx[32];  // [channel 0..7][4 words of 8 positions]
+
+  auto load_stage = [&](int64_t tile, int64_t chunk) {
+    const TileCoord tc = tile_coord(q, p.groups, tile);
+    const int64_t ci_base = chunk * q.cc;
+    // weights (fast path; the general layout is loaded in store_stage)
+    if (q.a_vec) {
+      const int64_t valid = (q.cin_g - ci_base) * q.k;  // weights of this stage that exist per row
+      const int64_t wrow0 = (tc.g * q.cout_g + tc.co0) * p.w_stride_o + ci_base * q.k;
+      int row = a_row0, unit = a_unit0;
+#pragma unroll
+      for (int i = 0; i < kAUnits; ++i) {
+        uint32_t w4[4] = {0u, 0u, 0u, 0u};
+        if (i < q.a_passes && row < q.bm && tc.co0 + row < q.cout_g && unit * 8 < valid) {
+          const int64_t o = wrow0 + row * p.w_stride_o + unit * 8;
+          if (p.w_dtype == DType::kFloat32) {
+            const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.w) + o);
+            const float4 f0 = __ldg(src), f1 = __ldg(src + 1);
+            w4[0] = bits16<T>(f0.x) | (bits16<T>(f0.y) << 16);
+            w4[1] = bits16<T>(f0.z) | (bits16<T>(f0.w) << 16);
+            w4[2] = bits16<T>(f1.x) | (bits16<T>(f1.y) << 16);
+            w4[3] = bits16<T>(f1.z) | (bits16<T>(f1.w) << 16);
+          } else {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(p.w) + o));
+            w4[0] = v.x; w4[1] = v.y; w4[2] = v.z; w4[3] = v.w;
+          }
+        }
+        ra[4 * i] = w4[0]; ra[4 * i + 1] = w4[1]; ra[4 * i + 2] = w4[2]; ra[4 * i + 3] = w4[3];
+        row += q.a_drow;
+        unit += q.a_dunit;
+        if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
+      }
+    }
+    // x window
+#pragma unroll
+    for (int i = 0; i < 32; ++i) rx[i] = 0u;
+    if (x_active) {
+      const int64_t start = tc.j0 * S - P + (q.nseg > 1 ? x_seg * D : 0);
+      const int64_t pos = floor8(start) + x_t0;
+      const bool vec = p.x_stride_l == 1 && pos >= 0 && pos + 8 <= p.in_length;
+      const int64_t c_loc0 = ci_base + x_cg * 8;
+      const int64_t row0 = tc.b * p.x_stride_b + (tc.g * q.cin_g + c_loc0) * p.x_stride_c;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        if (c_loc0 + c < q.cin_g) {
+          const int64_t row = row0 + c * p.x_stride_c;
+          if (vec) {
+            load8_contig(xr, row + pos, &rx[4 * c]);
+          } else {
+            uint32_t h[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              const int64_t pp = pos + e;
+              h[e] = (pp >= 0 && pp < p.in_length) ? __ldg(xr + row + pp * p.x_stride_l) : 0u;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) rx[4 * c + e] = h[2 * e] | (h[2 * e + 1] << 16);
+          }
+        }
+      }
+    }
+  };
+
+  auto store_stage = [&](int buf, int64_t tile, int64_t chunk) {
+    unsigned char* base = smem + buf * q.stage_bytes;
+    const uint32_t a_s = smem_u32(base);
+    const uint32_t x_s = smem_u32(base + q.a_bytes);
+    // weights: A[row][k*cc + ci]
+    const int64_t ci_base = chunk * q.cc;
+    if (q.a_vec) {
+      // element r = ci * K + k of a row's stage -> A[row][k * cc + ci]; ci >= cin_g - ci_base: zero
+      const int ci_lim = static_cast<int>(min(static_cast<int64_t>(q.cc), q.cin_g - ci_base));
+      int row = a_row0, unit = a_unit0;
+#pragma unroll
+      for (int i = 0; i < kAUnits; ++i) {
+        if (i < q.a_passes && row < q.bm) {
+          int ci = (unit * 8) / q.k;
+          int k = unit * 8 - ci * q.k;
+          const uint32_t rbase = a_s + row * q.a_pitch * 2;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            uint32_t h = (ra[4 * i + (e >> 1)] >> ((e & 1) * 16)) & 0xFFFFu;
+            if (ci >= ci_lim) h = 0u;
+            asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(rbase + (k * q.cc + ci) * 2), "h"(static_cast<unsigned short>(h)));
+            if (++k == q.k) { k = 0; ++ci; }
+          }
+        }
+        row += q.a_drow;
+        unit += q.a_dunit;
+        if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
+      }
+    } else {
+      // general weight layout / alignment: synchronous scalar loads, (k, ci pair) words
+      const TileCoord tc = tile_coord(q, p.groups, tile);
+      const int pairs = q.cc / 2, per_row = q.k * pairs;
+#pragma unroll 1
+      for (int u = tid; u < q.bm * per_row; u += kThreads) {
+        const int row = u / per_row, rem = u - row * per_row;
+        const int k = rem / pairs, ci = 2 * (rem - k * pairs);
+        const int64_t co = tc.co0 + row, c0 = ci_base + ci;
+        float v0 = 0.f, v1 = 0.f;
+        if (co < q.cout_g) {
+          const int64_t o = (tc.g * q.cout_g + co) * p.w_stride_o + c0 * p.w_stride_i + k * p.w_stride_k;
+          if (c0 < q.cin_g) v0 = load_param<T>(p, p.w, o);
+          if (c0 + 1 < q.cin_g) v1 = load_param<T>(p, p.w, o + p.w_stride_i);
+        }
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a_s + (row * q.a_pitch + k * q.cc + ci) * 2),
+                     "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+      }
+    }
+    // x: transpose 8 channels x 8 positions -> 8 rows of 8 channels
+    if (x_active) {
+      int t = x_t0;
+      int ph = t % q.s, qq = t / q.s;
+      const uint32_t seg_base = x_s + (x_seg * q.seg_rows) * q.x_pitch * 2 + x_cg * 16;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const uint32_t sel = hi ? 0x7632u : 0x5410u;
+          const uint32_t w0 = __byte_perm(rx[0 * 4 + j], rx[1 * 4 + j], sel);
+          const uint32_t w1 = __byte_perm(rx[2 * 4 + j], rx[3 * 4 + j], sel);
+          const uint32_t w2 = __byte_perm(rx[4 * 4 + j], rx[5 * 4 + j], sel);
+          const uint32_t w3 = __byte_perm(rx[6 * 4 + j], rx[7 * 4 + j], sel);
+          const int row = ph * q.wq + qq;
+          sts128(seg_base + row * q.x_pitch * 2, w0, w1, w2, w3);
+          if (++ph == q.s) { ph = 0; ++qq; }
+        }
+      }
+    }
+    // row of output position 0 for every tap
+    if (tid < q.k) {
+      const TileCoord tc = tile_coord(q, p.groups, tile);
+      const int64_t k = tid;
+      const int64_t start0 = tc.j0 * S - P;
+      int64_t o, seg;
+      if (q.nseg > 1) {
+        const int64_t st = start0 + k * D;
+        o = st - floor8(st);
+        seg = k;
+      } else {
+        o = start0 - floor8(start0) + k * D;
+        seg = 0;
+      }
+      reinterpret_cast<int*>(base + q.rb_off)[k] = static_cast<int>(seg * q.seg_rows + (o % S) * q.wq + o / S);
+    }
+  };
+
+  float acc[4][4][4];
+
+  // ldmatrix lane geometry
+  const uint32_t a_lane = ((wm * 64 + (lane & 15)) * q.a_pitch + (lane >> 4) * 8) * 2;
+  const int b_nl = wn * 32 + (lane & 7) + ((lane >> 4) << 3);
+  const int b_col = ((lane >> 3) & 1) * 8;
+
+  auto compute = [&](int buf) {
+    unsigned char* base = smem + buf * q.stage_bytes;
+    const uint32_t a_s = smem_u32(base) + a_lane;
+    const uint32_t x_s = smem_u32(base + q.a_bytes);
+    const int* rb = reinterpret_cast<const int*>(base + q.rb_off);
+    const int kpt_shift = q.cc == 32 ? 1 : 0;  // k-steps per tap: cc / 16
+    const int nks = q.k << kpt_shift;
+    for (int ks = 0; ks < nks; ++ks) {
+      const int k = ks >> kpt_shift;
+      const int ci0 = (ks & kpt_shift) * 16;
+      const int row = rb[k] + b_nl;
+      uint32_t bf[4][2];
+#pragma unroll
+      for (int nj = 0; nj < 2; ++nj) {
+        const uint32_t addr = x_s + ((row + nj * 16) * q.x_pitch + ci0 + b_col) * 2;
+        ldsm_x4(addr, bf[2 * nj][0], bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        uint32_t af[4];
+        ldsm_x4(a_s + (mi * 16 * q.a_pitch + ks * 16) * 2, af[0], af[1], af[2], af[3]);
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma16816<T>(acc[mi][ni], af, bf[ni][0], bf[ni][1]);
+      }
+    }
+  };
+
+  auto epilogue = [&](int buf, int64_t tile) {
+    const TileCoord tc = tile_coord(q, p.groups, tile);
+    // raw fp32 sums -> shared (bias and activation are applied while copying out)
+    float* cs = reinterpret_cast<float*>(smem + buf * q.stage_bytes);
+    const int c_pitch = q.bn + 8;
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * 64 + mi * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
+          const int c = wn * 32 + ni * 8 + (lane & 3) * 2;
+          *reinterpret_cast<float2*>(cs + r * c_pitch + c) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        }
+      }
+    __syncthreads();
+    const int c8s = q.bn / 8;
+    unsigned short* yr = static_cast<unsigned short*>(p.y);
+    const int64_t rows = min(static_cast<int64_t>(q.bm), q.cout_g - tc.co0);
+    const int64_t jn = p.out_length - tc.j0;
+    for (int e = tid; e < rows * c8s; e += kThreads) {
+      const int r = e / c8s, c8 = e - r * c8s;
+      if (c8 * 8 >= jn) continue;
+      const int64_t oc = tc.g * q.cout_g + tc.co0 + r;
+      const float bv = p.bias != nullptr ? load_param<T>(p, p.bias, oc) : 0.f;
+      const float4 f0 = *reinterpret_cast<const float4*>(cs + r * c_pitch + c8 * 8);
+      const float4 f1 = *reinterpret_cast<const float4*>(cs + r * c_pitch + c8 * 8 + 4);
+      float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+      if (p.activation == kActNone) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] += bv;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = activate(p.activation, v[i] + bv);
+      }
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = bits16<T>(v[2 * i]) | (bits16<T>(v[2 * i + 1]) << 16);
+      const int64_t j = tc.j0 + c8 * 8;
+      const int64_t off = tc.b * p.y_stride_b + oc * p.y_stride_c;
+      unsigned short* dst = yr + off + j * p.y_stride_l;
+      if (p.y_stride_l == 1 && c8 * 8 + 8 <= jn && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          if (c8 * 8 + i < jn) yr[off + (j + i) * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+      }
+    }
+    __syncthreads();
+  };
+
+  // ---- the stage stream: (tile, chunk) for tile = blockIdx.x, += gridDim.x ----
+  int64_t tile = blockIdx.x, chunk = 0;
+  if (tile >= q.num_tiles) return;
+  load_stage(tile, chunk);
+  store_stage(0, tile, chunk);
+  __syncthreads();
+  int buf = 0;
+  for (;;) {
+    int64_t ntile = tile, nchunk = chunk + 1;
+    if (nchunk == q.chunks) { nchunk = 0; ntile += gridDim.x; }
+    const bool has_next = ntile < q.num_tiles;
+    if (has_next) load_stage(ntile, nchunk);
+    if (chunk == 0) {
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+    }
+    compute(buf);
+    if (has_next) store_stage(buf ^ 1, ntile, nchunk);
+    __syncthreads();
+    if (chunk == q.chunks - 1) epilogue(buf, tile);
+    if (!has_next) break;
+    tile = ntile;
+    chunk = nchunk;
+    buf ^= 1;
+  }
+}
+
+int smem_optin_bytes() {
+  static int cache[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
+  if (cache[dev] == 0) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
+    cache[dev] = v;
+  }
+  return cache[dev];
+}
+
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Fills q for p; false when this kernel cannot run p (then nothing else in q is meaningful).
+bool make_plan(const Conv1dParams& p, DensePlan& q) {
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (p.w_dtype != p.dtype && p.w_dtype != DType::kFloat32) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
+  if (p.stride > 64 || p.dilation > (1 << 20) || p.pad_left < 0) return false;
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  if (cin_g < 1 || cout_g < 1) return false;
+  q.k = static_cast<int>(p.kernel_size);
+  q.s = static_cast<int>(p.stride);
+  q.d = static_cast<int>(p.dilation);
+  q.cin_g = cin_g;
+  q.cout_g = cout_g;
+  const int limit = smem_optin_bytes();
+  // Preferred first: BM 128 (one block covers Cout_g <= 128, so x is read once), wide channel stages.
+  // Cout_g <= 64 prefers BM 64 x BN 256; the other shape is the fallback when the window is too long.
+  const int tries[2][4][2] = {{{2, 32}, {2, 16}, {1, 32}, {1, 16}}, {{1, 32}, {1, 16}, {2, 32}, {2, 16}}};
+  for (const auto& tr : tries[cout_g <= 64 ? 1 : 0]) {
+    const int wm = tr[0], cc = tr[1];
+    if (cc == 32 && (q.k > 4 || cin_g <= 16)) continue;
+    q.wm = wm;
+    q.bm = 64 * wm;
+    q.bn = 32 * (8 / wm);
+    q.cc = cc;
+    // window geometry: contiguous, or one window per tap when that is smaller
+    const int64_t span_one = static_cast<int64_t>(q.bn - 1) * q.s + 1;
+    const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(q.k - 1) * q.d, 8);
+    const int64_t wls_seg = round_up(7 + span_one, 8);
+    const int64_t wq_contig = ceil_div(wls_contig, q.s), wq_seg = ceil_div(wls_seg, q.s);
+    if (q.k > 1 && q.k * wq_seg < wq_contig) {
+      q.nseg = q.k;
+      q.wls = static_cast<int>(wls_seg);
+      q.wq = static_cast<int>(wq_seg);
+    } else {
+      if (wls_contig > (1 << 20)) continue;
+      q.nseg = 1;
+      q.wls = static_cast<int>(wls_contig);
+      q.wq = static_cast<int>(wq_contig);
+    }
+    q.seg_rows = q.s * q.wq;
+    q.x_units = (cc / 8) * q.nseg * (q.wls / 8);
+    if (q.x_units > kThreads) continue;
+    q.x_pitch = cc + 8;
+    q.a_pitch = cc * q.k + 8;
+    q.a_u8 = q.k * cc / 8;
+    q.a_drow = kThreads / q.a_u8;
+    q.a_dunit = kThreads % q.a_u8;
+    q.a_passes = static_cast<int>(ceil_div(static_cast<int64_t>(q.bm) * q.a_u8, kThreads));
+    if (q.a_passes > kAUnits) continue;
+    q.a_vec = p.w_stride_k == 1 && p.w_stride_i == q.k && p.w_stride_o % 8 == 0 &&
+              (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    q.a_bytes = q.bm * q.a_pitch * 2;
+    q.x_bytes = q.nseg * q.seg_rows * q.x_pitch * 2;
+    q.rb_off = q.a_bytes + q.x_bytes;
+    const int c_bytes = q.bm * (q.bn + 8) * 4;  // fp32 C tile
+    int st = q.rb_off + kMaxK * 4;
+    if (st < c_bytes) st = c_bytes;
+    q.stage_bytes = static_cast<int>(round_up(st, 128));
+    q.smem_bytes = 2 * q.stage_bytes;
+    if (q.smem_bytes > limit) continue;
+    q.chunks = ceil_div(cin_g, cc);
+    q.m_tiles = ceil_div(cout_g, q.bm);
+    q.j_tiles = ceil_div(p.out_length, q.bn);
+    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
+  DensePlan q;
+  if (!make_plan(p, q)) return false;
+  // A reduction of fewer than 8 channels per tap wastes most of each 16-deep MMA step (w2v's first
+  // layer, Cin = 1): the generic kernel is the better choice there.
+  return q.cin_g >= 8;
+}
+
+cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream) {
+  DensePlan q;
+  if (!make_plan(p, q)) return cudaErrorInvalidValue;
+  if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);
+  cudaError_t err;
+  if (p.dtype == DType::kFloat16) {
+    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               q.smem_bytes);
+    if (err != cudaSuccess) return err;
+    conv1d_fwd_dense_mma_kernel<__half><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  } else {
+    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<__nv_bfloat16>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+    if (err != cudaSuccess) return err;
+    conv1d_fwd_dense_mma_kernel<__nv_bfloat16><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace convkit
