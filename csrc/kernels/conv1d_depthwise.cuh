@@ -7,10 +7,16 @@
 // vectorised). Instantiations: generated/conv1d_dw_*.cu (from csrc/specializations.json) and
 // conv1d_depthwise_generic.cu (0, 0, 0).
 //
-// Tiles: one (b, c) row segment of kTile = kThreads * kVec outputs. The input window of a tile is
-// staged in shared memory with 16-byte loads where the row is aligned; each thread then computes
-// kVec consecutive outputs from it (so taps are reused from registers) and writes them with 16-byte
-// stores where aligned.
+// Two designs, chosen per call in launch_fwd / launch_bwd:
+//   - pipelined (conv1d_depthwise_pipelined.cuh): fixed (K, S, D), fp32/fp16/bf16, 16-byte aligned
+//     contiguous rows, left padding <= (K-1)*D; windows copied by cp.async several tiles ahead.
+//     This is what the suite's shapes run.
+//   - staged (this file): everything else (runtime shapes, odd lengths, strided views, fp64, and
+//     in the backward stride > 1, channel multiplier > 1 and fused activations). Tiles are one
+//     (b, c) row segment of kTile = kThreads * V outputs; the tile's input window is converted to
+//     the accumulator type into bank-padded shared memory, the next tile's window is prefetched
+//     into registers meanwhile, and each thread computes V consecutive outputs (taps reused from
+//     registers) and writes them with 16-byte stores where aligned.
 #pragma once
 
 #include <algorithm>
@@ -26,10 +32,8 @@ namespace dw {
 
 constexpr int kThreads = 128;
 
-// Consecutive outputs per thread (kVec); each kernel defines kVec = vec_for<T>() and
-// kTile = kThreads * kVec. Measured on the H200 (benchmarks/NOTES.md): 8 gives fp32 forward 73 % of
-// the floor and bf16 33 %; 16 gave bf16 the same 33 % and fp32 only 19 %, so 8 for every type.
-// The library's choices, per direction and element size: conv1d_depthwise_config.h.
+// Outputs per thread (V, a tile is kThreads * V outputs) and kernel variant: the library's choices
+// per direction and element size are in conv1d_depthwise_config.h, measured on the H200.
 template <typename T> __host__ __device__ constexpr int fwd_vec() {
   return sizeof(T) == 2 ? CONVKIT_DW_FWD_V_16BIT : sizeof(T) == 4 ? CONVKIT_DW_FWD_V_FP32 : 8;
 }

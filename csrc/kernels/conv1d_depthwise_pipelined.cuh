@@ -3,9 +3,10 @@
 // multiples of 16 bytes), left padding <= (K - 1) * D. Everything else runs the staged kernels of
 // conv1d_depthwise.cuh.
 //
-// Why a second design: the staged kernels spend ~35 instructions per output (per-element shared
-// stores with bank-padding arithmetic, 64-bit index math, a barrier pair per tile), so they are
-// issue-bound and bf16 runs no faster than fp32 (benchmarks/NOTES.md). Here:
+// Why a second design: the staged kernels spend dozens of instructions per element (per-element
+// conversion and shared stores with bank-padding arithmetic, 64-bit tile decoding, a barrier pair
+// per tile) and bf16 runs no faster than fp32 there (28-36 % of the floor on the H200,
+// benchmarks/NOTES.md). Here:
 //   - the input window of a tile is copied global -> shared with cp.async, 16 bytes per instruction,
 //     raw (no conversion), kStages tiles ahead, so loads are always in flight without registers;
 //   - windows start at a 16-byte boundary; the remaining shift (-pad mod 16 bytes) is the same for
