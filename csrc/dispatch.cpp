@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -37,14 +38,22 @@ DType dtype_of(const at::Tensor& t) {
 
 
 // Multiprocessors of the current device (the caller holds a device guard), cached per device.
-int sm_count() {
-  static int cache[64] = {0};
+// An attribute of the current device, read once per device (64 devices at most; beyond that the
+// fallback). Atomics because calls can come from several threads.
+template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
+  static std::atomic<int> cache[64];  // 0: not read yet
   int dev = 0;
   C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 132;
-  if (cache[dev] == 0) C10_CUDA_CHECK(cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMultiProcessorCount, dev));
-  return cache[dev];
+  if (dev < 0 || dev >= 64) return fallback;
+  int v = cache[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
+    cache[dev].store(v, std::memory_order_relaxed);
+  }
+  return v;
 }
+int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(132); }
+int smem_optin_limit() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024); }
 
 cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
@@ -134,15 +143,6 @@ void check_launch(cudaError_t err, const std::string& kernel) {
   TORCH_CHECK(err == cudaSuccess, "convkit: kernel ", kernel, " failed: ", cudaGetErrorString(err));
 }
 
-int smem_optin_limit() {
-  static int cache[64] = {0};
-  int dev = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 48 * 1024;
-  if (cache[dev] == 0) C10_CUDA_CHECK(cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return cache[dev];
-}
-
 // CONVKIT_FORCE_GENERIC: unset/0 = normal dispatch; 1 = ignore the specialisation table (each
 // family's runtime-shape kernel); all = the any-configuration generic kernels for everything.
 enum class Force { kNone, kNoSpecialised, kAllGeneric };
@@ -178,23 +178,6 @@ std::string spec_name(const char* what, const SpecEntry& e) {
          ",D=" + std::to_string(e.dilation) + ">";
 }
 
-template <int K, int S, int D> LaunchFn dw_fwd_fn(DType dt) {
-  switch (dt) {
-    case DType::kFloat32: return &launch_conv1d_fwd_depthwise<DType::kFloat32, K, S, D>;
-    case DType::kFloat16: return &launch_conv1d_fwd_depthwise<DType::kFloat16, K, S, D>;
-    case DType::kBFloat16: return &launch_conv1d_fwd_depthwise<DType::kBFloat16, K, S, D>;
-    default: return &launch_conv1d_fwd_depthwise<DType::kFloat64, K, S, D>;
-  }
-}
-template <int K, int S, int D> LaunchFn dw_bwd_fn(DType dt) {
-  switch (dt) {
-    case DType::kFloat32: return &launch_conv1d_bwd_depthwise<DType::kFloat32, K, S, D>;
-    case DType::kFloat16: return &launch_conv1d_bwd_depthwise<DType::kFloat16, K, S, D>;
-    case DType::kBFloat16: return &launch_conv1d_bwd_depthwise<DType::kBFloat16, K, S, D>;
-    default: return &launch_conv1d_bwd_depthwise<DType::kFloat64, K, S, D>;
-  }
-}
-
 bool is_depthwise(const Conv1dParams& p) { return p.groups == p.in_channels; }
 
 // The single place where a forward call is matched to a kernel.
@@ -203,7 +186,7 @@ Choice choose_forward(const Conv1dParams& p) {
   if (is_depthwise(p) && f != Force::kAllGeneric && depthwise_fwd_smem_bytes(p) <= smem_optin_limit()) {
     const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
-    return {dw_fwd_fn<0, 0, 0>(p.dtype), "conv1d_fwd_depthwise_generic"};
+    return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
   if (!is_depthwise(p) && f != Force::kAllGeneric && experimental_dense() && conv1d_fwd_dense_mma_supports(p))
     return {&launch_conv1d_fwd_dense_mma, "conv1d_fwd_dense_mma"};
@@ -218,7 +201,8 @@ Choice choose_backward(const Conv1dParams& p) {
   if (eligible) {
     const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
     if (e != nullptr) return {e->backward[static_cast<int>(p.dtype)], spec_name("conv1d_bwd_depthwise", *e)};
-    if (p.kernel_size <= kDepthwiseBwdMaxRuntimeK) return {dw_bwd_fn<0, 0, 0>(p.dtype), "conv1d_bwd_depthwise_generic"};
+    if (p.kernel_size <= kDepthwiseBwdMaxRuntimeK)
+      return {kDepthwiseGenericEntry.backward[static_cast<int>(p.dtype)], "conv1d_bwd_depthwise_generic"};
   }
   return {nullptr, ""};
 }

@@ -19,4 +19,8 @@ struct SpecEntry {
 extern const SpecEntry kSpecEntries[];
 extern const int kNumSpecEntries;
 
+// The runtime-shape kernels of the depthwise family (K, S, D read from the params; 0, 0, 0 here),
+// for depthwise calls that match no entry (kernels/conv1d_depthwise_generic.cu).
+extern const SpecEntry kDepthwiseGenericEntry;
+
 }  // namespace convkit

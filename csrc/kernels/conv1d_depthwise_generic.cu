@@ -2,10 +2,18 @@
 // arguments 0). Every depthwise call that matches no entry of csrc/specializations.json runs these.
 #include <algorithm>
 
+#include "../spec_table.h"
 #include "conv1d_depthwise.cuh"
 
 namespace convkit {
 CONVKIT_INSTANTIATE_DEPTHWISE(0, 0, 0)
+
+const SpecEntry kDepthwiseGenericEntry = {
+    "depthwise", 0, 0, 0,
+    {&launch_conv1d_fwd_depthwise<DType::kFloat32, 0, 0, 0>, &launch_conv1d_fwd_depthwise<DType::kFloat16, 0, 0, 0>,
+     &launch_conv1d_fwd_depthwise<DType::kBFloat16, 0, 0, 0>, &launch_conv1d_fwd_depthwise<DType::kFloat64, 0, 0, 0>},
+    {&launch_conv1d_bwd_depthwise<DType::kFloat32, 0, 0, 0>, &launch_conv1d_bwd_depthwise<DType::kFloat16, 0, 0, 0>,
+     &launch_conv1d_bwd_depthwise<DType::kBFloat16, 0, 0, 0>, &launch_conv1d_bwd_depthwise<DType::kFloat64, 0, 0, 0>}};
 
 static_assert(kDepthwiseBwdMaxRuntimeK == dw::kMaxRuntimeK, "launchers.h and the kernel disagree");
 
