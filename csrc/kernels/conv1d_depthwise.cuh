@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
   constexpr bool kFixed = K_ > 0 && S_ > 0 && D_ > 0;
   // Prefetch room for padding up to (K - 1) * D (causal, 'same' and less); larger padding and the
   // runtime shapes' wide windows fall back to stage_row.
-  constexpr int kFallbackSlots = 2 * ((V * sizeof(T) + 15) / 16) + 1;
+  constexpr int kFallbackSlots = (V * sizeof(T) + 15) / 16 + 1;  // stride 1 and a halo of <= kThreads slots
   using PrefetchDy =
       WindowPrefetch<T, prefetch_slots<T>(kFixed ? bwd_dy_window(kTile, K_, S_, D_, (K_ - 1) * D_) : 0, kFallbackSlots)>;
   using PrefetchX =
@@ -362,9 +362,17 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
     int64_t split, c;
     divmod(unit, C, split, c);
     const int64_t dy_row = c * p.y_stride_c, x_row = c * p.x_stride_c;
-    A w[KR];
+    // Fixed K: taps in registers. Runtime K: tap loops run K times (not KR guarded slots), the
+    // weight is re-read per tap (an L1 hit) and the tap sums live in a small local array.
+    A w[kFixed ? KR : 1];
+    if constexpr (kFixed) {
 #pragma unroll
-    for (int k = 0; k < KR; ++k) w[k] = k < K ? load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k) : A(0);
+      for (int k = 0; k < KR; ++k) w[k] = load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k);
+    }
+    auto tap = [&](int64_t k) -> A {
+      if constexpr (kFixed) return w[k];
+      else return load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k);
+    };
     const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, c) : A(0);
     A gw[KR];
 #pragma unroll
@@ -401,9 +409,12 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
       if (p.activation != kActNone) {
         for (int a = threadIdx.x; a < WD; a += kThreads) {
           A z = bias;
+          if constexpr (kFixed) {
 #pragma unroll
-          for (int k = 0; k < KR; ++k)
-            if (k < K) z += w[k] * xw[padded<V>(static_cast<int>(a * S + k * D))];
+            for (int k = 0; k < KR; ++k) z += w[k] * xw[padded<V>(static_cast<int>(a * S + k * D))];
+          } else {
+            for (int64_t k = 0; k < K; ++k) z += tap(k) * xw[padded<V>(static_cast<int>(a * S + k * D))];
+          }
           dyw[padded<V>(a)] *= activate_grad(p.activation, z);
         }
         __syncthreads();
@@ -412,14 +423,32 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
       // grad-weight / grad-bias over the outputs this tile owns
       const int jl = threadIdx.x * V;
       const int a0 = static_cast<int>(cj0 - cdlo) + jl;
+      if constexpr (kFixed) {
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        if (cj0 + jl + i >= p.out_length) break;
-        const A g = dyw[padded<V>(a0 + i)];
-        gb += g;
+        for (int i = 0; i < V; ++i) {
+          if (cj0 + jl + i >= p.out_length) break;
+          const A g = dyw[padded<V>(a0 + i)];
+          gb += g;
 #pragma unroll
-        for (int k = 0; k < KR; ++k)
-          if (k < K) gw[k] += g * xw[padded<V>(static_cast<int>((a0 + i) * S + k * D))];
+          for (int k = 0; k < KR; ++k) gw[k] += g * xw[padded<V>(static_cast<int>((a0 + i) * S + k * D))];
+        }
+      } else {
+        const int64_t n_valid = min(static_cast<int64_t>(V), p.out_length - (cj0 + jl));
+        A g[V];
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          g[i] = i < n_valid ? dyw[padded<V>(a0 + i)] : A(0);
+          gb += g[i];
+        }
+        if (n_valid > 0) {
+          for (int64_t k = 0; k < K; ++k) {
+            A s = 0;
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+              if (i < n_valid) s += g[i] * xw[padded<V>(static_cast<int>((a0 + i) * S + k * D))];
+            gw[k] += s;
+          }
+        }
       }
 
       // grad-input for inputs [i0, i0 + S*kTile), in S passes of kTile
@@ -429,16 +458,28 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
           const int64_t ib = i0 + r * kTile + jl;
           if (ib >= p.in_length) break;
           A acc[V];
+          if constexpr (kFixed) {
 #pragma unroll
-          for (int e = 0; e < V; ++e) {
-            A v = 0;
+            for (int e = 0; e < V; ++e) {
+              A v = 0;
 #pragma unroll
-            for (int k = 0; k < KR; ++k) {
-              if (k >= K) break;
-              const int64_t tt = ib + e + P - k * D;
-              if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded<V>(static_cast<int>(tt / S - cdlo))];
+              for (int k = 0; k < KR; ++k) {
+                const int64_t tt = ib + e + P - k * D;
+                if (S_ == 1 || tt % S == 0) v += w[k] * dyw[padded<V>(static_cast<int>(tt / S - cdlo))];
+              }
+              acc[e] = v;
             }
-            acc[e] = v;
+          } else {
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[e] = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const A wk = tap(k);
+#pragma unroll
+              for (int e = 0; e < V; ++e) {
+                const int64_t tt = ib + e + P - k * D;
+                if (tt % S == 0) acc[e] += wk * dyw[padded<V>(static_cast<int>(tt / S - cdlo))];
+              }
+            }
           }
           store_run<T, V>(p.grad_x, cb * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, ib, p.in_length, acc);
         }
