@@ -289,11 +289,12 @@ def test_input_over_2_pow_31_elements():
     assert abs(br.grad.double().item() - ref_b.item()) <= 2e-3 * abs(ref_b.item()) + 1e-6 * dy.abs().double().sum().item()
 
 
+@pytest.mark.parametrize("length", [1500, 2048], ids=["ragged_rows", "aligned_rows"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("groups", [1, 8], ids=["dense", "depthwise"])
-def test_fp32_weights_with_16bit_input(dtype, groups, kernel_path, poison_outputs):
-    x, _, _ = make_inputs(2, 8, 8, 4, 1500, groups, dtype)
-    _, w, b = make_inputs(2, 8, 8, 4, 1500, groups, torch.float32)
+def test_fp32_weights_with_16bit_input(dtype, groups, length, kernel_path, poison_outputs):
+    x, _, _ = make_inputs(2, 8, 8, 4, length, groups, dtype)
+    _, w, b = make_inputs(2, 8, 8, 4, length, groups, torch.float32)
     xr, wr, br = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
     y = convkit.conv1d(xr, wr, br, padding="causal", groups=groups, activation="silu")
     assert y.dtype == dtype
@@ -321,6 +322,18 @@ def test_every_specialised_entry_on_aligned_rows(entry, dtype, padding, poison_o
     x, w, b = make_inputs(2, C, C, K, 2 * 2048 * S + 256, C, dtype)
     pad = {"valid": 0, "half": K // 2 * D, "causal": "causal"}[padding]
     check_case(x, w, b, S, pad, D, C, dtype)
+
+
+@pytest.mark.parametrize("padding", [1, "causal"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_depthwise_length_sliced_view(padding, dtype, poison_outputs):
+    """Rows start 16-byte aligned but end mid-vector (x[..., :L'] of an aligned tensor): the
+    pipelined kernels copy the valid prefix of the last 16-byte slot and zero-fill the rest."""
+    C, K = 8, 4 if padding == "causal" else 3
+    base, w, b = make_inputs(2, C, C, K, 4096, C, dtype)
+    x = base[..., :4096 - 5]
+    assert not x.is_contiguous() and x.stride(1) == 4096
+    check_case(x, w, b, 1, padding, 1, C, dtype)
 
 
 @pytest.mark.parametrize("activation", [None, "silu"])
