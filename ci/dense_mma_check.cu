@@ -309,6 +309,13 @@ int main(int argc, char** argv) {
       {"cin1",                   true,  2,   1,   16, 3, 500,     2, 1,   1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
       {"short_L",                false, 33,  16,  16, 3, 5,       1, 1,   1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
       {"pad_gt_window",          true,  2,   16,  32, 3, 20,      1, 1,   9, 9, 1, true,  0, false, 0, 1, 0, 0, false, false},
+      // resident weight panel reloaded inside a block's tile loop (groups * m_tiles > grid), 1 and 2+ chunks
+      {"many_groups_reload",     true,  2,   4096, 4096, 3, 2000,  1, 1,   1, 1, 512, true, 1, false, 0, 1, 0, 0, false, false},
+      {"g256_reload_chunks_fp16", false, 1,  10240, 6144, 3, 600,  1, 3,   3, 3, 256, true, 2, false, 0, 1, 0, 0, false, false},
+      // resident panel, several tiles per block, partial last chunk (Cin_g 72 = 2 x 32 + 8), w fp32 transposed
+      {"res_multichunk_wT_w32",  true,  3,   72,  96, 3, 60000,   1, 2,   2, 2, 1, true,  3, true,  0, 1, 0, 4, true,  false},
+      // panel too large for shared memory: weights staged per stage, partial m tile (Cout 72 of 128)
+      {"staged_big_cin_fp16",    false, 2,   640, 72, 4, 3000,    1, 1,   1, 2, 1, true,  3, false, 0, 1, 0, 0, false, false},
       // more than 2^31 elements in x and y (64-bit indexing)
       {"huge_2pow31",            true,  2,   16,  16, 3, 80000000, 1, 1,  1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
       // the suite (contiguous bf16)

@@ -22,15 +22,21 @@
 // stores. The loads of stage s+1 are issued before the MMAs of stage s (register double buffering,
 // two shared buffers). The stage stream runs across tiles (persistent grid-stride loop), so a tile
 // with a single stage (Cin_g <= CC) is still overlapped with the previous tile's MMAs.
-// Epilogue: fp32 C tile staged through shared memory; bias + activation applied while copying out
-// with 16-byte coalesced stores of y rows.
+// Weights: when the whole A panel of the block's (group, m tile), BM x ceil(Cin_g/CC)*CC*K, fits in
+// shared memory beside the stages (kb76/kb67/tcn/wavenet/grouped suite shapes), it is loaded once
+// (tap-major, converted to T) and a stage holds only the x window; the launcher makes the grid a
+// multiple of groups * m_tiles so a block's (group, m tile) never changes, and the kernel reloads the
+// panel at a tile boundary when it does (grid smaller than groups * m_tiles). Otherwise (w2v_k3s2:
+// Cin_g = 512) the weights of each stage are staged with the x window as described above.
+// Epilogue: straight from the accumulators, per warp and 16-row slice: bias + activation, rounded to
+// T, staged in a 1.25 KB per-warp buffer (no block barrier), then 16-byte coalesced stores of y rows.
+// (The fp32 C tile that used to alias a stage buffer, and forced ~70 KB stages, is gone.)
 //
-// STATUS (H200, ci/dense_mma_check.cu): correct on every case of the harness, but only 43-68 TFLOP/s
-// on the suite shapes, far below torch. Profile (tcn_k3_d8): ~20 issued instructions per HMMA at
-// 8 warps/SM (225 registers, 1 block/SM). The main cost is staging the weights: the (Cout, Cin_g, K)
-// global order has to be scattered into the tap-major A tile with 16-bit shared stores every stage;
-// then the x gather/transpose. Next steps: pre-pack the weights once (tap-major, T) into a
-// workspace so A can be copied with cp.async, and template the hot shapes on K.
+// STATUS: the resident-panel + per-warp-epilogue version (189 / 224 registers, no spills) has not
+// been run on a GPU yet: run ci/dense_mma_check.cu before trusting it. Before it (H200): correct on
+// every case, 43-68 TFLOP/s, 225 registers, 1 block/SM; weight staging was the main cost. The
+// resident variant still needs ~190 registers (acc 64 + x prefetch 32 + fragments + addressing): at
+// __launch_bounds__(256, 2) ptxas spills ~250 bytes, so it stays at 1 block/SM (8 warps).
 #include <cstdint>
 #include <type_traits>
 
@@ -57,6 +63,10 @@ struct DensePlan {
   int x_pitch;   // elements per x row (cc + 8)
   int a_pitch;   // elements per A row (cc*k + 8)
   int a_bytes, x_bytes, rb_off, stage_bytes, smem_bytes;
+  int resident;       // 1: the whole A panel (bm x chunks*cc*K) stays in shared memory (a_pitch is its pitch)
+  int stage_off;      // offset of stage 0 (after the resident panel, else 0)
+  int epi_off;        // offset of the per-warp epilogue buffers
+  int blocks_per_sm;  // occupancy the plan was sized for (grid sizing)
   // A fast path (weights contiguous (Cout, Cin_g, K), 16-byte aligned rows): a row's stage is
   // cc*K consecutive weights = a_u8 16-byte units; thread -> flat unit tid + i * kThreads.
   int a_vec;
@@ -157,8 +167,18 @@ __device__ __forceinline__ TileCoord tile_coord(const DensePlan& q, int64_t grou
   return t;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const Conv1dParams p, const DensePlan q) {
+// Epilogue staging: per warp, one 16 (co) x 32 (n) slice of its accumulators at a time, as T,
+// after bias + activation (row pitch kEpiPitch elements = 80 bytes: conflict-free fragment stores).
+constexpr int kEpiPitch = 40;
+constexpr int kEpiWarpBytes = 16 * kEpiPitch * 2;
+constexpr int kEpiBytes = (kThreads / 32) * kEpiWarpBytes;
+
+// kRes: the whole A panel of the block's (group, m tile) is resident in shared memory
+// ([row][chunk][k][ci], loaded once and reloaded only when the tile's (group, m tile) changes);
+// a stage then holds only the x window. !kRes: A is staged per stage as before.
+template <typename T, bool kRes>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv1d_fwd_dense_mma_kernel(const Conv1dParams p, const DensePlan q) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
@@ -166,6 +186,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
 
   const unsigned short* xr = static_cast<const unsigned short*>(p.x);
   const int64_t S = q.s, D = q.d, P = p.pad_left;
+  unsigned char* const stages = smem + q.stage_off;
 
   // ---- per-thread loader geometry (fixed for the whole launch) ----
   const int a_unit0 = tid % q.a_u8;
@@ -178,38 +199,66 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
   const int x_seg = x_grp / (q.wls / 8);
   const int x_t0 = (x_grp % (q.wls / 8)) * 8;  // first position (window-relative) of this thread
 
-  uint32_t ra[4 * kAUnits];  // [unit][4 words], global order (ci, k)
+  uint32_t ra[kRes ? 1 : 4 * kAUnits];  // [unit][4 words], global order (ci, k)
   uint32_t rx[32];  // [channel 0..7][4 words of 8 positions]
+
+  // Resident A panel: A[row][chunk * K * cc + k * cc + ci_local] (ci = chunk * cc + ci_local), zero
+  // for co >= cout_g or ci >= cin_g. Synchronous; the caller provides the barriers around it.
+  auto load_panel = [&](int64_t g, int64_t co0) {
+    const int kc = q.k * q.cc;
+    const int per_row = static_cast<int>(q.chunks) * kc / 2;  // 32-bit words (ci pairs) per row
+    const uint32_t pan = smem_u32(smem);
+#pragma unroll 1
+    for (int u = tid; u < q.bm * per_row; u += kThreads) {
+      const int row = u / per_row;
+      const int r = 2 * (u - row * per_row);
+      const int ch = r / kc;
+      const int w = r - ch * kc;
+      const int k = w / q.cc;
+      const int64_t ci = static_cast<int64_t>(ch) * q.cc + (w - k * q.cc);
+      const int64_t co = co0 + row;
+      float v0 = 0.f, v1 = 0.f;
+      if (co < q.cout_g) {
+        const int64_t o = (g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k;
+        if (ci < q.cin_g) v0 = load_param<T>(p, p.w, o);
+        if (ci + 1 < q.cin_g) v1 = load_param<T>(p, p.w, o + p.w_stride_i);
+      }
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pan + (row * q.a_pitch + r) * 2),
+                   "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+    }
+  };
 
   auto load_stage = [&](int64_t tile, int64_t chunk) {
     const TileCoord tc = tile_coord(q, p.groups, tile);
     const int64_t ci_base = chunk * q.cc;
     // weights (fast path; the general layout is loaded in store_stage)
-    if (q.a_vec) {
-      const int64_t valid = (q.cin_g - ci_base) * q.k;  // weights of this stage that exist per row
-      const int64_t wrow0 = (tc.g * q.cout_g + tc.co0) * p.w_stride_o + ci_base * q.k;
-      int row = a_row0, unit = a_unit0;
+    if constexpr (!kRes) {
+      if (q.a_vec) {
+        const int64_t valid = (q.cin_g - ci_base) * q.k;  // weights of this stage that exist per row
+        const int64_t wrow0 = (tc.g * q.cout_g + tc.co0) * p.w_stride_o + ci_base * q.k;
+        int row = a_row0, unit = a_unit0;
 #pragma unroll
-      for (int i = 0; i < kAUnits; ++i) {
-        uint32_t w4[4] = {0u, 0u, 0u, 0u};
-        if (i < q.a_passes && row < q.bm && tc.co0 + row < q.cout_g && unit * 8 < valid) {
-          const int64_t o = wrow0 + row * p.w_stride_o + unit * 8;
-          if (p.w_dtype == DType::kFloat32) {
-            const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.w) + o);
-            const float4 f0 = __ldg(src), f1 = __ldg(src + 1);
-            w4[0] = bits16<T>(f0.x) | (bits16<T>(f0.y) << 16);
-            w4[1] = bits16<T>(f0.z) | (bits16<T>(f0.w) << 16);
-            w4[2] = bits16<T>(f1.x) | (bits16<T>(f1.y) << 16);
-            w4[3] = bits16<T>(f1.z) | (bits16<T>(f1.w) << 16);
-          } else {
-            const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(p.w) + o));
-            w4[0] = v.x; w4[1] = v.y; w4[2] = v.z; w4[3] = v.w;
+        for (int i = 0; i < kAUnits; ++i) {
+          uint32_t w4[4] = {0u, 0u, 0u, 0u};
+          if (i < q.a_passes && row < q.bm && tc.co0 + row < q.cout_g && unit * 8 < valid) {
+            const int64_t o = wrow0 + row * p.w_stride_o + unit * 8;
+            if (p.w_dtype == DType::kFloat32) {
+              const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.w) + o);
+              const float4 f0 = __ldg(src), f1 = __ldg(src + 1);
+              w4[0] = bits16<T>(f0.x) | (bits16<T>(f0.y) << 16);
+              w4[1] = bits16<T>(f0.z) | (bits16<T>(f0.w) << 16);
+              w4[2] = bits16<T>(f1.x) | (bits16<T>(f1.y) << 16);
+              w4[3] = bits16<T>(f1.z) | (bits16<T>(f1.w) << 16);
+            } else {
+              const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(p.w) + o));
+              w4[0] = v.x; w4[1] = v.y; w4[2] = v.z; w4[3] = v.w;
+            }
           }
+          ra[4 * i] = w4[0]; ra[4 * i + 1] = w4[1]; ra[4 * i + 2] = w4[2]; ra[4 * i + 3] = w4[3];
+          row += q.a_drow;
+          unit += q.a_dunit;
+          if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
         }
-        ra[4 * i] = w4[0]; ra[4 * i + 1] = w4[1]; ra[4 * i + 2] = w4[2]; ra[4 * i + 3] = w4[3];
-        row += q.a_drow;
-        unit += q.a_dunit;
-        if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
       }
     }
     // x window
@@ -243,50 +292,52 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
   };
 
   auto store_stage = [&](int buf, int64_t tile, int64_t chunk) {
-    unsigned char* base = smem + buf * q.stage_bytes;
+    unsigned char* base = stages + buf * q.stage_bytes;
     const uint32_t a_s = smem_u32(base);
     const uint32_t x_s = smem_u32(base + q.a_bytes);
-    // weights: A[row][k*cc + ci]
-    const int64_t ci_base = chunk * q.cc;
-    if (q.a_vec) {
-      // element r = ci * K + k of a row's stage -> A[row][k * cc + ci]; ci >= cin_g - ci_base: zero
-      const int ci_lim = static_cast<int>(min(static_cast<int64_t>(q.cc), q.cin_g - ci_base));
-      int row = a_row0, unit = a_unit0;
+    if constexpr (!kRes) {
+      // weights: A[row][k*cc + ci]
+      const int64_t ci_base = chunk * q.cc;
+      if (q.a_vec) {
+        // element r = ci * K + k of a row's stage -> A[row][k * cc + ci]; ci >= cin_g - ci_base: zero
+        const int ci_lim = static_cast<int>(min(static_cast<int64_t>(q.cc), q.cin_g - ci_base));
+        int row = a_row0, unit = a_unit0;
 #pragma unroll
-      for (int i = 0; i < kAUnits; ++i) {
-        if (i < q.a_passes && row < q.bm) {
-          int ci = (unit * 8) / q.k;
-          int k = unit * 8 - ci * q.k;
-          const uint32_t rbase = a_s + row * q.a_pitch * 2;
+        for (int i = 0; i < kAUnits; ++i) {
+          if (i < q.a_passes && row < q.bm) {
+            int ci = (unit * 8) / q.k;
+            int k = unit * 8 - ci * q.k;
+            const uint32_t rbase = a_s + row * q.a_pitch * 2;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            uint32_t h = (ra[4 * i + (e >> 1)] >> ((e & 1) * 16)) & 0xFFFFu;
-            if (ci >= ci_lim) h = 0u;
-            asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(rbase + (k * q.cc + ci) * 2), "h"(static_cast<unsigned short>(h)));
-            if (++k == q.k) { k = 0; ++ci; }
+            for (int e = 0; e < 8; ++e) {
+              uint32_t h = (ra[4 * i + (e >> 1)] >> ((e & 1) * 16)) & 0xFFFFu;
+              if (ci >= ci_lim) h = 0u;
+              asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(rbase + (k * q.cc + ci) * 2), "h"(static_cast<unsigned short>(h)));
+              if (++k == q.k) { k = 0; ++ci; }
+            }
           }
+          row += q.a_drow;
+          unit += q.a_dunit;
+          if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
         }
-        row += q.a_drow;
-        unit += q.a_dunit;
-        if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
-      }
-    } else {
-      // general weight layout / alignment: synchronous scalar loads, (k, ci pair) words
-      const TileCoord tc = tile_coord(q, p.groups, tile);
-      const int pairs = q.cc / 2, per_row = q.k * pairs;
+      } else {
+        // general weight layout / alignment: synchronous scalar loads, (k, ci pair) words
+        const TileCoord tc = tile_coord(q, p.groups, tile);
+        const int pairs = q.cc / 2, per_row = q.k * pairs;
 #pragma unroll 1
-      for (int u = tid; u < q.bm * per_row; u += kThreads) {
-        const int row = u / per_row, rem = u - row * per_row;
-        const int k = rem / pairs, ci = 2 * (rem - k * pairs);
-        const int64_t co = tc.co0 + row, c0 = ci_base + ci;
-        float v0 = 0.f, v1 = 0.f;
-        if (co < q.cout_g) {
-          const int64_t o = (tc.g * q.cout_g + co) * p.w_stride_o + c0 * p.w_stride_i + k * p.w_stride_k;
-          if (c0 < q.cin_g) v0 = load_param<T>(p, p.w, o);
-          if (c0 + 1 < q.cin_g) v1 = load_param<T>(p, p.w, o + p.w_stride_i);
+        for (int u = tid; u < q.bm * per_row; u += kThreads) {
+          const int row = u / per_row, rem = u - row * per_row;
+          const int k = rem / pairs, ci = 2 * (rem - k * pairs);
+          const int64_t co = tc.co0 + row, c0 = ci_base + ci;
+          float v0 = 0.f, v1 = 0.f;
+          if (co < q.cout_g) {
+            const int64_t o = (tc.g * q.cout_g + co) * p.w_stride_o + c0 * p.w_stride_i + k * p.w_stride_k;
+            if (c0 < q.cin_g) v0 = load_param<T>(p, p.w, o);
+            if (c0 + 1 < q.cin_g) v1 = load_param<T>(p, p.w, o + p.w_stride_i);
+          }
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a_s + (row * q.a_pitch + k * q.cc + ci) * 2),
+                       "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
         }
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a_s + (row * q.a_pitch + k * q.cc + ci) * 2),
-                     "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
       }
     }
     // x: transpose 8 channels x 8 positions -> 8 rows of 8 channels
@@ -334,9 +385,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
   const int b_nl = wn * 32 + (lane & 7) + ((lane >> 4) << 3);
   const int b_col = ((lane >> 3) & 1) * 8;
 
-  auto compute = [&](int buf) {
-    unsigned char* base = smem + buf * q.stage_bytes;
-    const uint32_t a_s = smem_u32(base) + a_lane;
+  auto compute = [&](int buf, int64_t chunk) {
+    unsigned char* base = stages + buf * q.stage_bytes;
+    // resident: this stage's columns of the panel start at chunk * K * cc
+    const uint32_t a_s = kRes ? smem_u32(smem) + a_lane + static_cast<uint32_t>(chunk) * (q.k * q.cc * 2)
+                              : smem_u32(base) + a_lane;
     const uint32_t x_s = smem_u32(base + q.a_bytes);
     const int* rb = reinterpret_cast<const int*>(base + q.rb_off);
     const int kpt_shift = q.cc == 32 ? 1 : 0;  // k-steps per tap: cc / 16
@@ -361,62 +414,72 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
     }
   };
 
-  auto epilogue = [&](int buf, int64_t tile) {
+  // Epilogue straight from the accumulators: per warp and per 16-row slice, bias + activation, round
+  // to T, stage the 16 x 32 slice in the warp's own shared buffer (no block barrier: nothing else
+  // uses it), then 16-byte coalesced stores of y rows (8 rows x 64 bytes per warp instruction).
+  auto epilogue = [&](int64_t tile) {
     const TileCoord tc = tile_coord(q, p.groups, tile);
-    // raw fp32 sums -> shared (bias and activation are applied while copying out)
-    float* cs = reinterpret_cast<float*>(smem + buf * q.stage_bytes);
-    const int c_pitch = q.bn + 8;
+    const uint32_t eb = smem_u32(smem + q.epi_off) + warp * kEpiWarpBytes;
+    unsigned short* yr = static_cast<unsigned short*>(p.y);
+    const int64_t jn = p.out_length - tc.j0;  // valid columns of the tile (> 0)
+    const int64_t co_w = tc.co0 + wm * 64;    // first co (within the group) of the warp tile
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
+    for (int mi = 0; mi < 4; ++mi) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = wm * 64 + mi * 16 + (lane >> 2) + h * 8;
+        const int rl = (lane >> 2) + h * 8;
+        const int64_t co = co_w + mi * 16 + rl;
+        float bv = 0.f;
+        if (p.bias != nullptr && co < q.cout_g) bv = load_param<T>(p, p.bias, tc.g * q.cout_g + co);
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
-          const int c = wn * 32 + ni * 8 + (lane & 3) * 2;
-          *reinterpret_cast<float2*>(cs + r * c_pitch + c) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          float v0 = acc[mi][ni][2 * h] + bv, v1 = acc[mi][ni][2 * h + 1] + bv;
+          if (p.activation != kActNone) {
+            v0 = activate(p.activation, v0);
+            v1 = activate(p.activation, v1);
+          }
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(eb + (rl * kEpiPitch + ni * 8 + (lane & 3) * 2) * 2),
+                       "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
         }
       }
-    __syncthreads();
-    const int c8s = q.bn / 8;
-    unsigned short* yr = static_cast<unsigned short*>(p.y);
-    const int64_t rows = min(static_cast<int64_t>(q.bm), q.cout_g - tc.co0);
-    const int64_t jn = p.out_length - tc.j0;
-    for (int e = tid; e < rows * c8s; e += kThreads) {
-      const int r = e / c8s, c8 = e - r * c8s;
-      if (c8 * 8 >= jn) continue;
-      const int64_t oc = tc.g * q.cout_g + tc.co0 + r;
-      const float bv = p.bias != nullptr ? load_param<T>(p, p.bias, oc) : 0.f;
-      const float4 f0 = *reinterpret_cast<const float4*>(cs + r * c_pitch + c8 * 8);
-      const float4 f1 = *reinterpret_cast<const float4*>(cs + r * c_pitch + c8 * 8 + 4);
-      float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-      if (p.activation == kActNone) {
+      __syncwarp();
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] += bv;
-      } else {
+      for (int it = 0; it < 2; ++it) {
+        const int idx = lane + 32 * it;
+        const int rl = idx >> 2, c = idx & 3;
+        uint32_t w[4];
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "r"(eb + (rl * kEpiPitch + c * 8) * 2));
+        const int64_t co = co_w + mi * 16 + rl;
+        const int jl = wn * 32 + c * 8;  // column within the tile
+        if (co < q.cout_g && jl < jn) {
+          const int64_t j = tc.j0 + jl;
+          const int64_t off = tc.b * p.y_stride_b + (tc.g * q.cout_g + co) * p.y_stride_c;
+          unsigned short* dst = yr + off + j * p.y_stride_l;
+          if (p.y_stride_l == 1 && jl + 8 <= jn && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+          } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = activate(p.activation, v[i] + bv);
+            for (int i = 0; i < 8; ++i)
+              if (jl + i < jn) yr[off + (j + i) * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+          }
+        }
       }
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) w[i] = bits16<T>(v[2 * i]) | (bits16<T>(v[2 * i + 1]) << 16);
-      const int64_t j = tc.j0 + c8 * 8;
-      const int64_t off = tc.b * p.y_stride_b + oc * p.y_stride_c;
-      unsigned short* dst = yr + off + j * p.y_stride_l;
-      if (p.y_stride_l == 1 && c8 * 8 + 8 <= jn && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          if (c8 * 8 + i < jn) yr[off + (j + i) * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
-      }
+      __syncwarp();  // the next slice overwrites the buffer
     }
-    __syncthreads();
   };
 
   // ---- the stage stream: (tile, chunk) for tile = blockIdx.x, += gridDim.x ----
   int64_t tile = blockIdx.x, chunk = 0;
   if (tile >= q.num_tiles) return;
+  int64_t pan_g = -1, pan_co0 = -1;  // (group, co0) whose panel is resident (block-uniform)
+  if constexpr (kRes) {
+    const TileCoord tc = tile_coord(q, p.groups, tile);
+    load_panel(tc.g, tc.co0);
+    pan_g = tc.g;
+    pan_co0 = tc.co0;
+  }
   load_stage(tile, chunk);
   store_stage(0, tile, chunk);
   __syncthreads();
@@ -434,11 +497,25 @@ __global__ void __launch_bounds__(kThreads, 1) conv1d_fwd_dense_mma_kernel(const
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
     }
-    compute(buf);
+    compute(buf, chunk);
     if (has_next) store_stage(buf ^ 1, ntile, nchunk);
-    __syncthreads();
-    if (chunk == q.chunks - 1) epilogue(buf, tile);
+    __syncthreads();  // stage buf fully read; stage buf ^ 1 complete
+    if (chunk == q.chunks - 1) epilogue(tile);
     if (!has_next) break;
+    if constexpr (kRes) {
+      if (nchunk == 0) {
+        // Every thread has finished its MMAs on the panel (barrier above); the epilogue does not
+        // touch it. Reload only when the next tile needs another (group, m tile): never when the
+        // grid is a multiple of groups * m_tiles (the launcher arranges that when it can).
+        const TileCoord nc = tile_coord(q, p.groups, ntile);
+        if (nc.g != pan_g || nc.co0 != pan_co0) {
+          load_panel(nc.g, nc.co0);
+          pan_g = nc.g;
+          pan_co0 = nc.co0;
+          __syncthreads();
+        }
+      }
+    }
     tile = ntile;
     chunk = nchunk;
     buf ^= 1;
@@ -459,6 +536,70 @@ int smem_optin_bytes() {
 
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
+// Geometry of block shape (wm, cc) with resident or staged weights; false when it does not apply
+// or does not fit in `limit` bytes of shared memory.
+bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool resident, int limit) {
+  if (cc == 32 && (q.k > 4 || q.cin_g <= 16)) return false;
+  q.wm = wm;
+  q.bm = 64 * wm;
+  q.bn = 32 * (8 / wm);
+  q.cc = cc;
+  q.resident = resident ? 1 : 0;
+  // window geometry: contiguous, or one window per tap when that is smaller
+  const int64_t span_one = static_cast<int64_t>(q.bn - 1) * q.s + 1;
+  const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(q.k - 1) * q.d, 8);
+  const int64_t wls_seg = round_up(7 + span_one, 8);
+  const int64_t wq_contig = ceil_div(wls_contig, q.s), wq_seg = ceil_div(wls_seg, q.s);
+  if (q.k > 1 && q.k * wq_seg < wq_contig) {
+    q.nseg = q.k;
+    q.wls = static_cast<int>(wls_seg);
+    q.wq = static_cast<int>(wq_seg);
+  } else {
+    if (wls_contig > (1 << 20)) return false;
+    q.nseg = 1;
+    q.wls = static_cast<int>(wls_contig);
+    q.wq = static_cast<int>(wq_contig);
+  }
+  q.seg_rows = q.s * q.wq;
+  q.x_units = (cc / 8) * q.nseg * (q.wls / 8);
+  if (q.x_units > kThreads) return false;
+  q.x_pitch = cc + 8;
+  q.chunks = ceil_div(q.cin_g, cc);
+  q.x_bytes = q.nseg * q.seg_rows * q.x_pitch * 2;
+  if (resident) {
+    // the whole panel: row pitch chunks * K * cc + 8 elements (16 bytes mod 128: conflict-free ldmatrix)
+    const int64_t pitch = q.chunks * cc * q.k + 8;
+    const int64_t pan_bytes = round_up(static_cast<int64_t>(q.bm) * pitch * 2, 128);
+    if (pan_bytes > limit) return false;
+    q.a_pitch = static_cast<int>(pitch);
+    q.a_u8 = 1;  // unused (staged-weight loader geometry)
+    q.a_drow = kThreads;
+    q.a_dunit = 0;
+    q.a_passes = 0;
+    q.a_vec = 0;
+    q.a_bytes = 0;
+    q.stage_off = static_cast<int>(pan_bytes);
+  } else {
+    q.a_pitch = cc * q.k + 8;
+    q.a_u8 = q.k * cc / 8;
+    q.a_drow = kThreads / q.a_u8;
+    q.a_dunit = kThreads % q.a_u8;
+    q.a_passes = static_cast<int>(ceil_div(static_cast<int64_t>(q.bm) * q.a_u8, kThreads));
+    if (q.a_passes > kAUnits) return false;
+    q.a_vec = p.w_stride_k == 1 && p.w_stride_i == q.k && p.w_stride_o % 8 == 0 &&
+              (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    q.a_bytes = q.bm * q.a_pitch * 2;
+    q.stage_off = 0;
+  }
+  q.rb_off = q.a_bytes + q.x_bytes;
+  q.stage_bytes = static_cast<int>(round_up(q.rb_off + kMaxK * 4, 128));
+  q.epi_off = q.stage_off + 2 * q.stage_bytes;
+  const int64_t total = static_cast<int64_t>(q.epi_off) + kEpiBytes;
+  if (total > limit) return false;
+  q.smem_bytes = static_cast<int>(total);
+  return true;
+}
+
 // Fills q for p; false when this kernel cannot run p (then nothing else in q is meaningful).
 bool make_plan(const Conv1dParams& p, DensePlan& q) {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
@@ -474,57 +615,20 @@ bool make_plan(const Conv1dParams& p, DensePlan& q) {
   q.cin_g = cin_g;
   q.cout_g = cout_g;
   const int limit = smem_optin_bytes();
-  // Preferred first: BM 128 (one block covers Cout_g <= 128, so x is read once), wide channel stages.
-  // Cout_g <= 64 prefers BM 64 x BN 256; the other shape is the fallback when the window is too long.
+  // Block shapes, preferred first: BM 128 (one block covers Cout_g <= 128, so x is read once), wide
+  // channel stages. Cout_g <= 64 prefers BM 64 x BN 256.
+  // Passes: 0 resident weight panel (any shape that fits), 1 weights staged per stage.
+  // (Both variants need > 128 registers without spilling, so a block is alone on its SM.)
   const int tries[2][4][2] = {{{2, 32}, {2, 16}, {1, 32}, {1, 16}}, {{1, 32}, {1, 16}, {2, 32}, {2, 16}}};
-  for (const auto& tr : tries[cout_g <= 64 ? 1 : 0]) {
-    const int wm = tr[0], cc = tr[1];
-    if (cc == 32 && (q.k > 4 || cin_g <= 16)) continue;
-    q.wm = wm;
-    q.bm = 64 * wm;
-    q.bn = 32 * (8 / wm);
-    q.cc = cc;
-    // window geometry: contiguous, or one window per tap when that is smaller
-    const int64_t span_one = static_cast<int64_t>(q.bn - 1) * q.s + 1;
-    const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(q.k - 1) * q.d, 8);
-    const int64_t wls_seg = round_up(7 + span_one, 8);
-    const int64_t wq_contig = ceil_div(wls_contig, q.s), wq_seg = ceil_div(wls_seg, q.s);
-    if (q.k > 1 && q.k * wq_seg < wq_contig) {
-      q.nseg = q.k;
-      q.wls = static_cast<int>(wls_seg);
-      q.wq = static_cast<int>(wq_seg);
-    } else {
-      if (wls_contig > (1 << 20)) continue;
-      q.nseg = 1;
-      q.wls = static_cast<int>(wls_contig);
-      q.wq = static_cast<int>(wq_contig);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& tr : tries[cout_g <= 64 ? 1 : 0]) {
+      if (!make_geometry(p, q, tr[0], tr[1], pass == 0, limit)) continue;
+      q.blocks_per_sm = 1;
+      q.m_tiles = ceil_div(cout_g, q.bm);
+      q.j_tiles = ceil_div(p.out_length, q.bn);
+      q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+      return true;
     }
-    q.seg_rows = q.s * q.wq;
-    q.x_units = (cc / 8) * q.nseg * (q.wls / 8);
-    if (q.x_units > kThreads) continue;
-    q.x_pitch = cc + 8;
-    q.a_pitch = cc * q.k + 8;
-    q.a_u8 = q.k * cc / 8;
-    q.a_drow = kThreads / q.a_u8;
-    q.a_dunit = kThreads % q.a_u8;
-    q.a_passes = static_cast<int>(ceil_div(static_cast<int64_t>(q.bm) * q.a_u8, kThreads));
-    if (q.a_passes > kAUnits) continue;
-    q.a_vec = p.w_stride_k == 1 && p.w_stride_i == q.k && p.w_stride_o % 8 == 0 &&
-              (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
-    q.a_bytes = q.bm * q.a_pitch * 2;
-    q.x_bytes = q.nseg * q.seg_rows * q.x_pitch * 2;
-    q.rb_off = q.a_bytes + q.x_bytes;
-    const int c_bytes = q.bm * (q.bn + 8) * 4;  // fp32 C tile
-    int st = q.rb_off + kMaxK * 4;
-    if (st < c_bytes) st = c_bytes;
-    q.stage_bytes = static_cast<int>(round_up(st, 128));
-    q.smem_bytes = 2 * q.stage_bytes;
-    if (q.smem_bytes > limit) continue;
-    q.chunks = ceil_div(cin_g, cc);
-    q.m_tiles = ceil_div(cout_g, q.bm);
-    q.j_tiles = ceil_div(p.out_length, q.bn);
-    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
-    return true;
   }
   return false;
 }
@@ -539,24 +643,37 @@ bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
   return q.cin_g >= 8;
 }
 
+template <typename T>
+cudaError_t launch_typed(const Conv1dParams& p, const DensePlan& q, unsigned grid, cudaStream_t stream) {
+  cudaError_t err;
+  if (q.resident) {
+    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               q.smem_bytes);
+    if (err != cudaSuccess) return err;
+    conv1d_fwd_dense_mma_kernel<T, true><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  } else {
+    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               q.smem_bytes);
+    if (err != cudaSuccess) return err;
+    conv1d_fwd_dense_mma_kernel<T, false><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  }
+  return cudaGetLastError();
+}
+
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream) {
   DensePlan q;
   if (!make_plan(p, q)) return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
-  const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);
-  cudaError_t err;
-  if (p.dtype == DType::kFloat16) {
-    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               q.smem_bytes);
-    if (err != cudaSuccess) return err;
-    conv1d_fwd_dense_mma_kernel<__half><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
-  } else {
-    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<__nv_bfloat16>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
-    if (err != cudaSuccess) return err;
-    conv1d_fwd_dense_mma_kernel<__nv_bfloat16><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  int64_t grid = grid_for(q.num_tiles, p.num_sms, q.blocks_per_sm);
+  if (q.resident) {
+    // With gridDim.x a multiple of groups * m_tiles, a block's tiles (blockIdx.x + i * gridDim.x) all
+    // have the same (group, m tile) (m tile, then group, vary fastest in the tile index), so its panel
+    // is loaded once. Otherwise the kernel reloads it when the pair changes (still correct).
+    const int64_t gm = p.groups * q.m_tiles;
+    if (q.num_tiles > grid && gm <= grid) grid = grid / gm * gm;
   }
-  return cudaGetLastError();
+  if (p.dtype == DType::kFloat16) return launch_typed<__half>(p, q, static_cast<unsigned>(grid), stream);
+  return launch_typed<__nv_bfloat16>(p, q, static_cast<unsigned>(grid), stream);
 }
 
 }  // namespace convkit
