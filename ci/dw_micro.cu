@@ -230,6 +230,10 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
   run<T, K, S, D, 16, 3, 1>(c, tn, sms);
   run<T, K, S, D, 8, 4, 2>(c, tn, sms);
   run<T, K, S, D, 16, 4, 2>(c, tn, sms);
+  if constexpr (sizeof(T) == 2) {  // wider tiles for 16-bit types; interleaved runs keep registers low
+    run<T, K, S, D, 32, 2, 2>(c, tn, sms);
+    run<T, K, S, D, 32, 4, 2>(c, tn, sms);
+  }
 }
 
 // Build with -DPART=n (1..8) to compile one case per binary (they compile in parallel).

@@ -6,6 +6,9 @@
 #   bash ci/gpu_check.sh tests           # build + tests
 #   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
 #   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments
+#   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
+#                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
+#                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
 #
 # Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0 (halves the build).
 set -uo pipefail
@@ -19,6 +22,16 @@ status=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+
+if [ "$what" = tune ]; then
+  for n in 1 2 3 4 5 6 7 8; do
+    nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n "$repo/ci/dw_micro.cu" -o /tmp/dw_micro$n &
+  done
+  wait
+  for n in 1 2 3 4 5 6 7 8; do timeout 120 /tmp/dw_micro$n; done > "$OUT/micro.log" 2>&1
+  $PY "$repo/ci/pick_dw_config.py" "$OUT/micro.log" "$repo/csrc/kernels/conv1d_depthwise_config.h" | tee "$OUT/picked.txt"
+  what=all
+fi
 
 # Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
 t0=$(date +%s)

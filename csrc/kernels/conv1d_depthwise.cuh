@@ -46,6 +46,9 @@ template <typename T> constexpr int fwd_variant() {
 template <typename T> constexpr int bwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_BWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_VARIANT_FP32 : 0;
 }
+// The staged kernels keep every output of a thread in registers: at most 16 (32 costs 128-168
+// registers per thread); only the pipelined forward's interleaved runs go wider.
+__host__ __device__ constexpr int staged_vec(int v) { return v > 16 ? 16 : v; }
 inline int fwd_vec(DType dt) {
   return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_FWD_V_16BIT
          : dt == DType::kFloat32                         ? CONVKIT_DW_FWD_V_FP32
@@ -562,11 +565,13 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
-  const int64_t smem = fwd_smem_bytes(p, V);
-  auto kernel = conv1d_fwd_dw_kernel<T, K, S, D, V>;
+  constexpr int VS = staged_vec(V);
+  const int64_t smem = fwd_smem_bytes(p, VS);
+  auto kernel = conv1d_fwd_dw_kernel<T, K, S, D, VS>;
   cudaError_t err = allow_smem(kernel, smem, smem);
   if (err != cudaSuccess) return err;
-  kernel<<<resident_grid(kernel, tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
+  const int64_t staged_tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * VS);
+  kernel<<<resident_grid(kernel, staged_tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 

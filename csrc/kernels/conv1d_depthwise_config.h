@@ -1,6 +1,7 @@
 // Tuning choices of the depthwise kernels, picked by measurement on the H200 with ci/dw_micro.cu
-// (benchmarks/NOTES.md has the numbers). Per direction and per element size:
-//   *_V       outputs per thread (a tile is 128 * V outputs);
+// and ci/pick_dw_config.py (`bash ci/gpu_check.sh tune` does both, then builds, tests and
+// benchmarks with the result; benchmarks/NOTES.md has the numbers). Per direction and per element size:
+//   *_V       outputs per thread (a tile is 128 * V outputs; the staged kernels use at most 16);
 //   *_VARIANT which kernel: forward 0 staged, 1 pipelined, 2 pipelined with interleaved runs,
 //             3 pipelined in grid-stride tile order, 4 both; backward 0 staged, 1 pipelined,
 //             2 pipelined with interleaved runs (see launch_fwd / launch_bwd).

@@ -17,7 +17,7 @@ const SpecEntry kDepthwiseGenericEntry = {
 
 static_assert(kDepthwiseBwdMaxRuntimeK == dw::kMaxRuntimeK, "launchers.h and the kernel disagree");
 
-int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p) { return dw::fwd_smem_bytes(p, dw::fwd_vec(p.dtype)); }
+int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p) { return dw::fwd_smem_bytes(p, dw::staged_vec(dw::fwd_vec(p.dtype))); }
 
 int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p) { return dw::bwd_smem_bytes(p, dw::bwd_vec(p.dtype)); }
 
