@@ -219,7 +219,8 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 }
 
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
-// 3 + grid-stride tile order, 4 both; bwd 0 staged, 1 pipelined, 2 + interleaved runs.
+// 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride; bwd 0 staged,
+// 1 pipelined, 2 + interleaved runs.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
   run<T, K, S, D, 8, 0, 0>(c, tn, sms);
   run<T, K, S, D, 8, 1, 1>(c, tn, sms);
@@ -230,9 +231,13 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
   run<T, K, S, D, 16, 3, 1>(c, tn, sms);
   run<T, K, S, D, 8, 4, 2>(c, tn, sms);
   run<T, K, S, D, 16, 4, 2>(c, tn, sms);
+  run<T, K, S, D, 16, 5, 1>(c, tn, sms);  // warp-coalesced stores
+  run<T, K, S, D, 16, 6, 1>(c, tn, sms);
   if constexpr (sizeof(T) == 2) {  // wider tiles for 16-bit types; interleaved runs keep registers low
     run<T, K, S, D, 32, 2, 2>(c, tn, sms);
     run<T, K, S, D, 32, 4, 2>(c, tn, sms);
+  } else {
+    run<T, K, S, D, 8, 5, 1>(c, tn, sms);
   }
 }
 

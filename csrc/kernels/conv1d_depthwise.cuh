@@ -548,7 +548,7 @@ template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, 
 // The launches, with the outputs-per-thread V as a parameter (ci/dw_micro.cu compares values of V;
 // the library uses fwd_vec / bwd_vec and fwd_variant / bwd_variant).
 // kVariant (ci/dw_micro.cu compares them): 0 staged kernel only; otherwise pipelined where it
-// applies, 1 + (interleave ? 1 : 0) + (grid-stride ? 2 : 0).
+// applies, see below.
 template <typename T, int K, int S, int D, int V, int kVariant>
 cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
@@ -556,9 +556,13 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   if constexpr (kVariant > 0 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     if (fwd_pipelined_ok<T>(p, K, D)) {
       constexpr int kStages = 4;
-      constexpr bool kInterleave = ((kVariant - 1) & 1) != 0, kGridStride = ((kVariant - 1) & 2) != 0;
-      constexpr int smem = FwdPipelined<T, K, S, D, V, kStages, kInterleave>::kSmemBytes;
-      auto kernel = conv1d_fwd_dw_pipelined_kernel<T, K, S, D, V, kStages, kInterleave, kGridStride>;
+      // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
+      // warp-coalesced stores, in contiguous (5) or grid-stride (6) tile order.
+      constexpr bool kCoalesce = kVariant >= 5;
+      constexpr bool kInterleave = !kCoalesce && ((kVariant - 1) & 1) != 0;
+      constexpr bool kGridStride = kCoalesce ? kVariant == 6 : ((kVariant - 1) & 2) != 0;
+      constexpr int smem = FwdPipelined<T, K, S, D, V, kStages, kInterleave, kCoalesce>::kSmemBytes;
+      auto kernel = conv1d_fwd_dw_pipelined_kernel<T, K, S, D, V, kStages, kInterleave, kGridStride, kCoalesce>;
       cudaError_t err = allow_smem(kernel, smem, smem);
       if (err != cudaSuccess) return err;
       kernel<<<resident_grid(kernel, tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);

@@ -3,7 +3,8 @@
 // benchmarks with the result; benchmarks/NOTES.md has the numbers). Per direction and per element size:
 //   *_V       outputs per thread (a tile is 128 * V outputs; the staged kernels use at most 16);
 //   *_VARIANT which kernel: forward 0 staged, 1 pipelined, 2 pipelined with interleaved runs,
-//             3 pipelined in grid-stride tile order, 4 both; backward 0 staged, 1 pipelined,
+//             3 pipelined in grid-stride tile order, 4 both, 5 pipelined with warp-coalesced
+//             stores, 6 the same in grid-stride order; backward 0 staged, 1 pipelined,
 //             2 pipelined with interleaved runs (see launch_fwd / launch_bwd).
 #pragma once
 

@@ -126,7 +126,8 @@ struct TileIter {
 //                        warp store and shared read is 512 contiguous bytes.
 // kGridStride: a block takes tiles blockIdx.x, + gridDim.x, ... (neighbouring blocks stream
 // neighbouring memory) instead of one contiguous run of tiles.
-template <typename T, int K, int S, int D, int V, int kStages, bool kInterleave>
+// kCoalesce (contiguous runs only): outputs go to global memory through a per-warp shared buffer.
+template <typename T, int K, int S, int D, int V, int kStages, bool kInterleave, bool kCoalesce = false>
 struct FwdPipelined {
   static constexpr int VE = kElemsPer16<T>;
   static constexpr int kTile = kThreads * V;
@@ -137,14 +138,19 @@ struct FwdPipelined {
   static constexpr int kThreadVecs = (kThreadWin + VE - 1 + VE - 1) / VE;     // what read_window reads
   static constexpr int kLastVec = kInterleave ? (kTile / VE - 1) * S : (kThreads - 1) * V * S / VE;
   static constexpr int kSlots = kLastVec + kThreadVecs;
-  static constexpr int kSmemBytes = kStages * kSlots * 16;
+  // kCoalesce: each warp passes its outputs through shared memory so that every store instruction
+  // writes 512 contiguous bytes (a thread's run of V outputs is two or more 16-byte vectors).
+  static constexpr int kOutVecs = V * static_cast<int>(sizeof(T)) / 16;  // 16-byte vectors per thread
+  static constexpr bool kStaged = kCoalesce && !kInterleave && kOutVecs > 1;
+  static constexpr int kOutBytes = kStaged ? kThreads * kOutVecs * 16 : 0;
+  static constexpr int kSmemBytes = kStages * kSlots * 16 + kOutBytes;
   static_assert((kRun * S) % VE == 0 && V % VE == 0, "a thread's window must start on a 16-byte boundary");
   static_assert(kSlots * VE >= VE - 1 + kWin, "slots cover the window");
 };
 
-template <typename T, int K, int S, int D, int V, int kStages, bool kInterleave, bool kGridStride>
+template <typename T, int K, int S, int D, int V, int kStages, bool kInterleave, bool kGridStride, bool kCoalesce = false>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_pipelined_kernel(const Conv1dParams p) {
-  using Cfg = FwdPipelined<T, K, S, D, V, kStages, kInterleave>;
+  using Cfg = FwdPipelined<T, K, S, D, V, kStages, kInterleave, kCoalesce>;
   constexpr int VE = Cfg::VE, kTile = Cfg::kTile, kSlots = Cfg::kSlots, kRun = Cfg::kRun;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint4* stages = reinterpret_cast<uint4*>(smem_raw);
@@ -205,8 +211,35 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_pipelined_kernel(const
 #pragma unroll
           for (int i = 0; i < kRun; ++i) acc[i] = activate(p.activation, acc[i]);
         }
-        store_run<T, kRun>(p.y, cur.b * p.y_stride_b + cur.co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length,
-                           acc);
+        bool stored = false;
+        if constexpr (Cfg::kStaged) {
+          // Whole warp inside the row, row contiguous and aligned: store through shared memory.
+          const int lane = threadIdx.x % 32;
+          const int64_t wbase = j0 + (threadIdx.x - lane) * V;
+          T* yrow = static_cast<T*>(p.y) + cur.b * p.y_stride_b + cur.co * p.y_stride_c;
+          if (p.y_stride_l == 1 && wbase + 32 * V <= p.out_length &&
+              reinterpret_cast<uintptr_t>(yrow + wbase) % 16 == 0) {
+            constexpr int NR = Cfg::kOutVecs;
+            uint4* wbuf = reinterpret_cast<uint4*>(smem_raw + kStages * kSlots * 16) + (threadIdx.x - lane) * NR;
+#pragma unroll
+            for (int r = 0; r < NR; ++r) {
+              uint4 u;
+              T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+              for (int m = 0; m < VE; ++m) e[m] = from_acc<T>(acc[r * VE + m]);
+              wbuf[lane * NR + r] = u;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int r = 0; r < NR; ++r)
+              *reinterpret_cast<uint4*>(yrow + wbase + static_cast<int64_t>(r * 32 + lane) * VE) = wbuf[r * 32 + lane];
+            __syncwarp();
+            stored = true;
+          }
+        }
+        if (!stored)
+          store_run<T, kRun>(p.y, cur.b * p.y_stride_b + cur.co * p.y_stride_c, p.y_stride_l, j0 + jl, p.out_length,
+                             acc);
       }
     }
     stage = stage == kStages - 1 ? 0 : stage + 1;
