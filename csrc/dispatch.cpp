@@ -37,8 +37,7 @@ DType dtype_of(const at::Tensor& t) {
 }
 
 
-// Multiprocessors of the current device (the caller holds a device guard), cached per device.
-// An attribute of the current device, read once per device (64 devices at most; beyond that the
+// An attribute of the current device (the caller holds a device guard), read once per device (64 devices at most; beyond that the
 // fallback). Atomics because calls can come from several threads.
 template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
   static std::atomic<int> cache[64];  // 0: not read yet
@@ -70,19 +69,21 @@ at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
   return t;
 }
 
-void check_cuda(const at::Tensor& t, const char* name, const at::Tensor& ref) {
+void check_device(const at::Tensor& t, const char* name, const at::Tensor& ref) {
   TORCH_CHECK(t.is_cuda(), "convkit: ", name, " must be a CUDA tensor");
   TORCH_CHECK(t.device() == ref.device(), "convkit: ", name, " is on ", t.device(), " but the input is on ",
               ref.device());
+}
+
+void check_cuda(const at::Tensor& t, const char* name, const at::Tensor& ref) {
+  check_device(t, name, ref);
   TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "convkit: ", name, " has dtype ", t.scalar_type(),
               " but the input has dtype ", ref.scalar_type());
 }
 
 // Weights (and bias) may be the input's dtype, or fp32 beside fp16/bf16 input.
 void check_param_dtype(const at::Tensor& t, const char* name, const at::Tensor& x) {
-  TORCH_CHECK(t.is_cuda(), "convkit: ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.device() == x.device(), "convkit: ", name, " is on ", t.device(), " but the input is on ",
-              x.device());
+  check_device(t, name, x);
   const bool same = t.scalar_type() == x.scalar_type();
   const bool fp32_master = t.scalar_type() == at::kFloat && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16);
   TORCH_CHECK(same || fp32_master, "convkit: ", name, " has dtype ", t.scalar_type(), " but the input has dtype ",

@@ -35,32 +35,36 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(flo
 }
 template <typename T> __device__ __forceinline__ T from_acc(double v) { return v; }
 
+// A 16-bit float type from its bits (the types' conversions may be compiled out by torch's flags).
+template <typename T> __device__ __forceinline__ T from_bits(unsigned short bits);
+template <> __device__ __forceinline__ __half from_bits<__half>(unsigned short bits) { return __ushort_as_half(bits); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned short bits) {
+  return __ushort_as_bfloat16(bits);
+}
+
+// One element as stored (no conversion). __ldg has no overload for the 16-bit float types on every
+// toolkit: they are read as raw shorts.
+template <typename T> __device__ __forceinline__ T raw_load(const T* p, int64_t idx) {
+  if constexpr (sizeof(T) == 2) {
+    return from_bits<T>(__ldg(reinterpret_cast<const unsigned short*>(p) + idx));
+  } else {
+    return __ldg(p + idx);
+  }
+}
+
+// One element, converted to the accumulator type.
 template <typename T> __device__ __forceinline__ auto load(const void* base, int64_t idx) {
-  return to_acc(__ldg(static_cast<const T*>(base) + idx));
-}
-// __ldg has no overload for the 16-bit float types on every toolkit; read them as raw shorts.
-template <> __device__ __forceinline__ auto load<__half>(const void* base, int64_t idx) {
-  unsigned short raw = __ldg(static_cast<const unsigned short*>(base) + idx);
-  return __half2float(__ushort_as_half(raw));
-}
-template <> __device__ __forceinline__ auto load<__nv_bfloat16>(const void* base, int64_t idx) {
-  unsigned short raw = __ldg(static_cast<const unsigned short*>(base) + idx);
-  return __bfloat162float(__ushort_as_bfloat16(raw));
+  return to_acc(raw_load(static_cast<const T*>(base), idx));
 }
 
-// One element as stored (no conversion), for kernels that stage raw values in registers.
-template <typename T> __device__ __forceinline__ T raw_load(const T* p, int64_t idx) { return __ldg(p + idx); }
-template <> __device__ __forceinline__ __half raw_load<__half>(const __half* p, int64_t idx) {
-  return __ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p) + idx));
+// +0 of a storage type.
+template <typename T> __device__ __forceinline__ T zero_value() {
+  if constexpr (sizeof(T) == 2) {
+    return from_bits<T>(0);
+  } else {
+    return T(0);
+  }
 }
-template <> __device__ __forceinline__ __nv_bfloat16 raw_load<__nv_bfloat16>(const __nv_bfloat16* p, int64_t idx) {
-  return __ushort_as_bfloat16(__ldg(reinterpret_cast<const unsigned short*>(p) + idx));
-}
-
-// +0 of a storage type (the 16-bit types' conversions may be compiled out by torch's flags).
-template <typename T> __device__ __forceinline__ T zero_value() { return T(0); }
-template <> __device__ __forceinline__ __half zero_value<__half>() { return __ushort_as_half(0); }
-template <> __device__ __forceinline__ __nv_bfloat16 zero_value<__nv_bfloat16>() { return __ushort_as_bfloat16(0); }
 
 // Weights and bias: the input's dtype, or fp32 beside fp16/bf16 input (one uniform branch).
 template <typename T> __device__ __forceinline__ auto load_param(const Conv1dParams& p, const void* base, int64_t idx) {

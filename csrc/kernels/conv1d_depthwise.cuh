@@ -69,6 +69,10 @@ template <typename T> struct VecOf {
   static constexpr int kElems = 16 / sizeof(T);  // elements per 16-byte access
 };
 
+__device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 // Loads elements [pos0, pos0 + n) of one row (element stride `sl`, row length `len`) into
 // win[padded(0 .. n)], zero outside [0, len). 16-byte loads when sl == 1 and the row is aligned.
 template <typename T, int V, typename A>
@@ -85,7 +89,7 @@ __device__ __forceinline__ void stage_row(A* win, const void* base, int64_t row_
     return;
   }
   // Slots of VE elements aligned to the row start; slot s covers positions [q0 + s*VE, +VE).
-  const int64_t q0 = pos0 >= 0 ? pos0 - pos0 % VE : -((-pos0 + VE - 1) / VE) * VE;
+  const int64_t q0 = floor_div(pos0, VE) * VE;
   const int nslots = static_cast<int>((pos0 + n - q0 + VE - 1) / VE);
   for (int s = threadIdx.x; s < nslots; s += kThreads) {
     const int64_t q = q0 + static_cast<int64_t>(s) * VE;
@@ -130,7 +134,7 @@ template <typename T, int R> struct WindowPrefetch {
                                         int64_t len) {
     const T* row = static_cast<const T*>(base) + row_off;
     const bool vec_ok = sl == 1 && (reinterpret_cast<uintptr_t>(row) % 16 == 0);
-    q0 = !vec_ok ? pos0 : (pos0 >= 0 ? pos0 - pos0 % VE : -((-pos0 + VE - 1) / VE) * VE);
+    q0 = vec_ok ? floor_div(pos0, VE) * VE : pos0;
     nslots = static_cast<int>((pos0 + n - q0 + VE - 1) / VE);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -305,10 +309,6 @@ __host__ __device__ constexpr int64_t bwd_dy_window(int64_t tile, int64_t K, int
 }
 __host__ __device__ constexpr int64_t bwd_x_window(int64_t tile, int64_t K, int64_t S, int64_t D, int64_t P) {
   return (bwd_dy_window(tile, K, S, D, P) - 1) * S + (K - 1) * D + 1;
-}
-
-__device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
 // Fused depthwise backward (multiplier 1). Block = (channel c, split): it walks the tiles (b, t) of

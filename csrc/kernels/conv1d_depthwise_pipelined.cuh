@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "activation.cuh"
 #include "common.cuh"
@@ -35,14 +34,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <typename T> constexpr int kElemsPer16 = 16 / static_cast<int>(sizeof(T));
-
 // Issues the copies of `nslots` 16-byte slots of one row into `dst`: slot s holds row elements
 // [q0 + s*VE, +VE), zero outside [0, len). q0 is a multiple of VE and the row is 16-byte aligned,
 // so a slot is inside, outside, or cut by the row's end (then its valid prefix is copied).
 template <typename T>
 __device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q0, int64_t len, int nslots) {
-  constexpr int VE = kElemsPer16<T>;
+  constexpr int VE = VecOf<T>::kElems;
   for (int s = threadIdx.x; s < nslots; s += blockDim.x) {
     const int64_t q = q0 + static_cast<int64_t>(s) * VE;
     const int64_t valid = q < 0 ? 0 : (len - q < VE ? (len - q > 0 ? len - q : 0) : VE);
@@ -56,7 +53,7 @@ __device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q
 // 32-bit words, then (16-bit types) a byte permute for an odd element.
 template <typename T, int N>
 __device__ __forceinline__ void read_window(const uint4* buf, int vec0, int shift, float (&out)[N]) {
-  constexpr int VE = kElemsPer16<T>;
+  constexpr int VE = VecOf<T>::kElems;
   constexpr int kPerWord = 4 / sizeof(T);                 // elements per 32-bit word
   constexpr int NV = (N + VE - 1 + VE - 1) / VE;          // 16-byte vectors covering shift + N
   constexpr int NW = NV * 4;
@@ -76,14 +73,8 @@ __device__ __forceinline__ void read_window(const uint4* buf, int vec0, int shif
 #pragma unroll
     for (int i = 0; i + 1 < NW; ++i) w[i] = __byte_perm(w[i], w[i + 1], sel);
 #pragma unroll
-    for (int m = 0; m < N; ++m) {
-      const uint16_t bits = static_cast<uint16_t>((m & 1) ? (w[m / 2] >> 16) : (w[m / 2] & 0xffffu));
-      if constexpr (sizeof(T) == 2 && std::is_same<T, __half>::value) {
-        out[m] = __half2float(__ushort_as_half(bits));
-      } else {
-        out[m] = __uint_as_float(static_cast<uint32_t>(bits) << 16);  // bf16 -> fp32 is exact
-      }
-    }
+    for (int m = 0; m < N; ++m)
+      out[m] = to_acc(from_bits<T>(static_cast<unsigned short>((m & 1) ? (w[m / 2] >> 16) : (w[m / 2] & 0xffffu))));
   } else {
 #pragma unroll
     for (int m = 0; m < N; ++m) out[m] = __uint_as_float(w[m]);
@@ -129,7 +120,7 @@ struct TileIter {
 // kCoalesce (contiguous runs only): outputs go to global memory through a per-warp shared buffer.
 template <typename T, int K, int S, int D, int V, int kStages, bool kInterleave, bool kCoalesce = false>
 struct FwdPipelined {
-  static constexpr int VE = kElemsPer16<T>;
+  static constexpr int VE = VecOf<T>::kElems;
   static constexpr int kTile = kThreads * V;
   static constexpr int KD = (K - 1) * D;
   static constexpr int kWin = (kTile - 1) * S + KD + 1;                       // window elements
@@ -256,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_pipelined_kernel(const
 // Zero-filled beyond the rows' ends, so sums need no bounds checks; only the stores are clipped.
 template <typename T, int K, int D, int V, int kStages, bool kInterleave>
 struct BwdPipelined {
-  static constexpr int VE = kElemsPer16<T>;
+  static constexpr int VE = VecOf<T>::kElems;
   static constexpr int kTile = kThreads * V;
   static constexpr int KD = (K - 1) * D;
   static constexpr int HD = (KD + VE - 1) / VE * VE;
@@ -374,22 +365,23 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_pipelined_kernel(const
   }
 }
 
-// Whether the pipelined backward can run these params (the kernel's assumptions above).
-template <typename T> inline bool bwd_pipelined_ok(const Conv1dParams& p, int K, int S, int D) {
-  constexpr int VE = kElemsPer16<T>;
-  auto rows_ok = [](const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
-    return sl == 1 && sc % VE == 0 && sb % VE == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-  };
-  return S == 1 && p.activation == kActNone && p.out_channels == p.in_channels &&
-         p.pad_left <= static_cast<int64_t>(K - 1) * D && rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
-         rows_ok(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
+// Rows contiguous and starting on 16-byte boundaries: what cp.async of whole slots needs.
+template <typename T> inline bool rows_aligned(const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
+  constexpr int VE = VecOf<T>::kElems;
+  return sl == 1 && sc % VE == 0 && sb % VE == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
 }
 
 // Whether the pipelined forward can run these params (the kernel's assumptions above).
 template <typename T> inline bool fwd_pipelined_ok(const Conv1dParams& p, int K, int D) {
-  constexpr int VE = kElemsPer16<T>;
-  return p.x_stride_l == 1 && p.x_stride_c % VE == 0 && p.x_stride_b % VE == 0 &&
-         reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && p.pad_left <= static_cast<int64_t>(K - 1) * D;
+  return rows_aligned<T>(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
+         p.pad_left <= static_cast<int64_t>(K - 1) * D;
+}
+
+// Whether the pipelined backward can run these params (the kernel's assumptions above).
+template <typename T> inline bool bwd_pipelined_ok(const Conv1dParams& p, int K, int S, int D) {
+  return S == 1 && p.activation == kActNone && p.out_channels == p.in_channels &&
+         p.pad_left <= static_cast<int64_t>(K - 1) * D && rows_aligned<T>(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
+         rows_aligned<T>(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
 }
 
 }  // namespace dw
