@@ -46,6 +46,11 @@ template <typename T> constexpr int fwd_variant() {
 template <typename T> constexpr int bwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_BWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_VARIANT_FP32 : 0;
 }
+inline int bwd_variant(DType dt) {
+  return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_BWD_VARIANT_16BIT
+         : dt == DType::kFloat32                         ? CONVKIT_DW_BWD_VARIANT_FP32
+                                                         : 0;
+}
 // The staged kernels keep every output of a thread in registers: at most 16 (32 costs 128-168
 // registers per thread); only the pipelined forward's interleaved runs go wider.
 __host__ __device__ constexpr int staged_vec(int v) { return v > 16 ? 16 : v; }
@@ -505,6 +510,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 }  // namespace convkit
 
 #include "conv1d_depthwise_pipelined.cuh"
+#include "conv1d_depthwise_direct.cuh"
 
 namespace convkit {
 namespace dw {
@@ -553,14 +559,23 @@ template <typename T, int K, int S, int D, int V, int kVariant>
 cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
   if (tiles == 0) return cudaSuccess;
+  if constexpr (kVariant == 7 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+    const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
+    if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
+      conv1d_fwd_dw_direct_kernel<T, K, S, D, V><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
+  }
   if constexpr (kVariant > 0 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     if (fwd_pipelined_ok<T>(p, K, D)) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
       // warp-coalesced stores, in contiguous (5) or grid-stride (6) tile order.
-      constexpr bool kCoalesce = kVariant >= 5;
-      constexpr bool kInterleave = !kCoalesce && ((kVariant - 1) & 1) != 0;
-      constexpr bool kGridStride = kCoalesce ? kVariant == 6 : ((kVariant - 1) & 2) != 0;
+      // (7: the direct kernel above where it fits, else this with variant 1's choices.)
+      constexpr int kV = kVariant == 7 ? 1 : kVariant;
+      constexpr bool kCoalesce = kV >= 5;
+      constexpr bool kInterleave = !kCoalesce && ((kV - 1) & 1) != 0;
+      constexpr bool kGridStride = kCoalesce ? kV == 6 : ((kV - 1) & 2) != 0;
       constexpr int smem = FwdPipelined<T, K, S, D, V, kStages, kInterleave, kCoalesce>::kSmemBytes;
       auto kernel = conv1d_fwd_dw_pipelined_kernel<T, K, S, D, V, kStages, kInterleave, kGridStride, kCoalesce>;
       cudaError_t err = allow_smem(kernel, smem, smem);
@@ -586,10 +601,18 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
   bool launched = false;
+  if constexpr (kVariant == 3 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
+    if (bwd_direct_ok(p, V)) {
+      conv1d_bwd_dw_direct_kernel<T, K, D, V>
+          <<<static_cast<unsigned>(direct_tiles(p.batch * C, std::max(p.in_length, p.out_length), V)), kThreads, 0,
+             stream>>>(p);
+      launched = true;
+    }
+  }
   if constexpr (kVariant > 0 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
-    if (bwd_pipelined_ok<T>(p, K, S, D)) {
+    if (!launched && bwd_pipelined_ok<T>(p, K, S, D)) {
       constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
-      constexpr bool kInterleave = kVariant == 2;
+      constexpr bool kInterleave = kVariant == 2;  // (3: the direct kernel, else variant 1)
       constexpr int smem = BwdPipelined<T, K, D, V, kStages, kInterleave>::kSmemBytes;
       constexpr int total = smem + sizeof(float) * (kThreads / 32);
       auto kernel = conv1d_bwd_dw_pipelined_kernel<T, K, D, V, kStages, kInterleave>;
@@ -620,10 +643,15 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles.
+// Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles;
+// the direct kernel (backward variant 3) makes one split per (b, tile).
 // Sets p.weight_splits; returns the accumulator values p.workspace must hold.
-inline int64_t plan_bwd(Conv1dParams& p, int v) {
+inline int64_t plan_bwd(Conv1dParams& p, int v, int variant) {
   const int64_t C = p.out_channels;
+  if (variant == 3 && bwd_direct_ok(p, v)) {
+    p.weight_splits = direct_bwd_splits(p, v);
+    return p.weight_splits * (C * p.kernel_size + C);
+  }
   const int64_t tile = int64_t{kThreads} * v;
   const int64_t n_tiles = std::max(ceil_div(p.out_length, tile), ceil_div(p.in_length, tile * p.stride));
   const int64_t per_channel = std::max<int64_t>(p.batch * n_tiles, 1);

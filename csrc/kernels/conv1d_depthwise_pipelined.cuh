@@ -37,10 +37,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 // Issues the copies of `nslots` 16-byte slots of one row into `dst`: slot s holds row elements
 // [q0 + s*VE, +VE), zero outside [0, len). q0 is a multiple of VE and the row is 16-byte aligned,
 // so a slot is inside, outside, or cut by the row's end (then its valid prefix is copied).
+// The block's threads share the slots; a warp alone passes (lane, 32).
 template <typename T>
-__device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q0, int64_t len, int nslots) {
+__device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q0, int64_t len, int nslots,
+                                             int first = threadIdx.x, int step = blockDim.x) {
   constexpr int VE = VecOf<T>::kElems;
-  for (int s = threadIdx.x; s < nslots; s += blockDim.x) {
+  for (int s = first; s < nslots; s += step) {
     const int64_t q = q0 + static_cast<int64_t>(s) * VE;
     const int64_t valid = q < 0 ? 0 : (len - q < VE ? (len - q > 0 ? len - q : 0) : VE);
     cp_async16(dst + s, valid > 0 ? static_cast<const void*>(row + q) : static_cast<const void*>(row),

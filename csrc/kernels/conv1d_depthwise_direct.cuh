@@ -1,0 +1,195 @@
+// Depthwise conv1d, direct kernels: one block per tile, warps independent, no loop over tiles.
+// Same eligibility as the pipelined kernels (fixed (K, S, D), fp32/fp16/bf16, 16-byte aligned
+// contiguous rows, left padding <= (K-1)*D); chosen by the variants of launch_fwd / launch_bwd.
+//
+// The pipelined kernels keep a few large blocks resident and stream tiles through cp.async stages.
+// Here the GPU's block scheduler does the streaming instead: a block covers one tile (kThreads * V
+// outputs of one row), each warp copies the window of its own 32 * V outputs (plus the halo of the
+// taps on both sides) into a small per-warp shared buffer with cp.async, waits, and computes from
+// it; only a __syncwarp between copy and use, and (backward) one block barrier for the grad-weight
+// sums. Every thread's loads are in flight at once and many small blocks per SM overlap, which is
+// the structure that reaches copy bandwidth in simple streaming kernels.
+//
+// Backward (stride 1, channel multiplier 1, no activation, like the pipelined one): a block computes
+// grad-input for inputs [t*kTile, +kTile) and the grad-weight / grad-bias sums of outputs
+// [t*kTile, +kTile) of one (b, c) row, and writes its sums to the workspace as split b * n_tiles + t;
+// sum_partials_kernel adds the splits in a fixed order (deterministic).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "activation.cuh"
+#include "common.cuh"
+
+namespace convkit {
+namespace dw {
+
+template <typename T, int K, int S, int D, int V>
+struct DirectCfg {
+  static constexpr int VE = VecOf<T>::kElems;
+  static constexpr int KD = (K - 1) * D;
+  static constexpr int kTile = kThreads * V;
+  static constexpr int kOwn = V * S / VE;                  // 16-byte input units per thread
+  static constexpr int kHalo = (KD + VE - 1) / VE;         // units before a warp's first own unit
+  static constexpr int kThreadWin = (V - 1) * S + KD + 1;  // input elements behind V outputs
+  static constexpr int kReadVecs = (kThreadWin + VE - 1 + VE - 1) / VE;  // what read_window reads
+  // Lane 31 with no padding reads units [kHalo + 31 * kOwn, + kReadVecs) of its warp's buffer.
+  static constexpr int kWarpUnits = kHalo + 31 * kOwn + kReadVecs;
+  static_assert(V % VE == 0 && (V * S) % VE == 0, "a thread's window must start on a 16-byte boundary");
+};
+
+// Tiles of a launch (one block each); 0 when they do not fit a 1-D grid (then another kernel runs).
+inline int64_t direct_tiles(int64_t rows, int64_t len, int V) {
+  const int64_t t = rows * ceil_div(len, int64_t{kThreads} * V);
+  return t < (int64_t{1} << 31) ? t : 0;
+}
+
+template <typename T, int K, int S, int D, int V>
+__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_direct_kernel(const Conv1dParams p) {
+  using Cfg = DirectCfg<T, K, S, D, V>;
+  constexpr int VE = Cfg::VE;
+  __shared__ uint4 buf[kThreads / 32][Cfg::kWarpUnits];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t l_tiles = ceil_div(p.out_length, int64_t{Cfg::kTile});
+  int64_t row, lt, b, co;
+  divmod(blockIdx.x, l_tiles, row, lt);
+  const int64_t jw = lt * Cfg::kTile + warp * 32 * V;  // the warp's first output
+  if (jw >= p.out_length) return;
+  divmod(row, p.out_channels, b, co);
+  const int64_t mult = p.out_channels / p.in_channels;
+  const int64_t ci = mult == 1 ? co : co / mult;
+  uint4* wb = buf[warp];
+  issue_window<T>(wb, static_cast<const T*>(p.x) + b * p.x_stride_b + ci * p.x_stride_c,
+                  jw * S - Cfg::kHalo * VE, p.in_length, Cfg::kWarpUnits, lane, 32);
+  cp_async_commit();
+
+  float w[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] = load_param<T>(p, p.w, co * p.w_stride_o + k * p.w_stride_k);
+  const float bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : 0.0f;
+  cp_async_wait<0>();
+  __syncwarp();
+
+  const int64_t j0 = jw + lane * V;
+  if (j0 >= p.out_length) return;
+  const int e = Cfg::kHalo * VE + lane * V * S - static_cast<int>(p.pad_left);  // x[j0*S - P] in wb
+  float xin[Cfg::kThreadWin];
+  read_window<T>(wb, e / VE, e % VE, xin);
+  float acc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    acc[i] = bias;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[i] += w[k] * xin[i * S + k * D];
+  }
+  if (p.activation != kActNone) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = activate(p.activation, acc[i]);
+  }
+  store_run<T, V>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0, p.out_length, acc);
+}
+
+// Whether the direct backward runs these params (with V outputs per thread): the pipelined
+// backward's conditions (stride 1, no activation, multiplier 1, aligned rows, left padding <= (K-1)*D)
+// and a grid that fits. The element size comes from p.dtype, since plan_bwd is not a template.
+inline bool bwd_direct_ok(const Conv1dParams& p, int V) {
+  const int size = p.dtype == DType::kFloat32 ? 4 : p.dtype == DType::kFloat64 ? 8 : 2;
+  const int64_t ve = 16 / size;
+  auto aligned = [&](const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
+    return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  };
+  return size < 8 && p.stride == 1 && p.activation == kActNone && p.out_channels == p.in_channels &&
+         p.pad_left <= (p.kernel_size - 1) * p.dilation && aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
+         aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l) &&
+         direct_tiles(p.batch * p.out_channels, std::max(p.in_length, p.out_length), V) > 0;
+}
+
+// Grad-weight / grad-bias partial sums per (b, tile): see plan_bwd.
+inline int64_t direct_bwd_splits(const Conv1dParams& p, int V) {
+  return p.batch * ceil_div(std::max(p.in_length, p.out_length), int64_t{kThreads} * V);
+}
+
+template <typename T, int K, int D, int V>
+__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Conv1dParams p) {
+  using Cfg = DirectCfg<T, K, 1, D, V>;
+  constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo;
+  __shared__ uint4 dybuf[kThreads / 32][Cfg::kWarpUnits];
+  __shared__ uint4 xbuf[kThreads / 32][Cfg::kWarpUnits];
+  __shared__ float sums[kThreads / 32][K + 1];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t C = p.out_channels;
+  const int64_t len = max(p.in_length, p.out_length);
+  const int64_t n_tiles = ceil_div(len, int64_t{Cfg::kTile});
+  int64_t row, t, b, c;
+  divmod(blockIdx.x, n_tiles, row, t);
+  divmod(row, C, b, c);
+  const int P = static_cast<int>(p.pad_left);
+  const int64_t jw = t * Cfg::kTile + warp * 32 * V;  // the warp's first output / input
+  const int64_t j0 = jw + lane * V;
+
+  float gw[K], gb = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) gw[k] = 0.0f;
+  if (jw < len) {
+    // dy[jw - kHalo*VE ...) and x[jw - kHalo*VE ...), zero outside the rows.
+    issue_window<T>(dybuf[warp], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c,
+                    jw - kHalo * VE, p.out_length, Cfg::kWarpUnits, lane, 32);
+    issue_window<T>(xbuf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c,
+                    jw - kHalo * VE, p.in_length, Cfg::kWarpUnits, lane, 32);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+    if (j0 < len) {
+      // grad-weight / grad-bias over outputs [j0, j0 + V): dy[j] * x[j + k*D - P]
+      float g[V], xin[V + KD];
+      read_window<T>(dybuf[warp], kHalo + lane * (V / VE), 0, g);
+      const int ex = kHalo * VE + lane * V - P;
+      read_window<T>(xbuf[warp], ex / VE, ex % VE, xin);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        gb += g[i];
+#pragma unroll
+        for (int k = 0; k < K; ++k) gw[k] += g[i] * xin[i + k * D];
+      }
+      // grad-input over inputs [j0, j0 + V): dx[i] = sum_k w[k] * dy[i + P - k*D]
+      if (p.grad_x != nullptr) {
+        float dyin[V + KD], acc[V];
+        const int ed = kHalo * VE + lane * V + P - KD;
+        read_window<T>(dybuf[warp], ed / VE, ed % VE, dyin);
+        float w[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) w[k] = load_param<T>(p, p.w, c * p.w_stride_o + k * p.w_stride_k);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          acc[i] = 0.0f;
+#pragma unroll
+          for (int k = 0; k < K; ++k) acc[i] += w[k] * dyin[i + KD - k * D];
+        }
+        store_run<T, V>(p.grad_x, b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, j0, p.in_length, acc);
+      }
+    }
+  }
+
+  // Fixed-order sums: over the warp (butterfly), then over the block's warps in order.
+#pragma unroll
+  for (int k = 0; k <= K; ++k) {
+    float v = k < K ? gw[k] : gb;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (lane == 0) sums[warp][k] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x <= K) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
+    const int64_t split = b * n_tiles + t, n_weight = C * K;
+    float* partial = static_cast<float*>(p.workspace);
+    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
+    else partial[p.weight_splits * n_weight + split * C + c] = s;
+  }
+}
+
+}  // namespace dw
+}  // namespace convkit
