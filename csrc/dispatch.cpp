@@ -153,12 +153,6 @@ Force forced() {
   return std::strcmp(v, "all") == 0 ? Force::kAllGeneric : Force::kNoSpecialised;
 }
 
-// CONVKIT_EXPERIMENTAL_DENSE=1 opts into kernels not yet the default (see benchmarks/NOTES.md).
-bool experimental_dense() {
-  const char* v = std::getenv("CONVKIT_EXPERIMENTAL_DENSE");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
 struct Choice {
   LaunchFn launch;
   std::string name;
@@ -189,9 +183,37 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
-  if (!is_depthwise(p) && f != Force::kAllGeneric && experimental_dense() && conv1d_fwd_dense_mma_supports(p))
+  if (!is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_dense_mma_supports(p))
     return {&launch_conv1d_fwd_dense_mma, "conv1d_fwd_dense_mma"};
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
+}
+
+// Dense / grouped grad-input with stride 1 is itself a forward convolution: of dy with the weight
+// transposed per group and flipped along K, left padding (K-1)*D - pad_left, output length L:
+//   dx[b, ci, i] = sum_{co, k} w[co, ci, k] * dy[b, co, i + pad_left - k*D]
+//                = sum_{co, k'} wt[ci, co, k'] * dy[b, co, i + k'*D - ((K-1)*D - pad_left)],  k' = K-1-k.
+// So it runs on the dense forward kernel (tensor cores). Stride > 1 takes the generic kernel.
+bool dense_grad_input_via_forward(const Conv1dParams& p) {
+  if (is_depthwise(p) || forced() == Force::kAllGeneric || p.stride != 1) return false;
+  if (p.pad_left > (p.kernel_size - 1) * p.dilation) return false;
+  Conv1dParams q = p;  // the shape of the transposed problem (pointers do not matter to the check)
+  std::swap(q.in_channels, q.out_channels);
+  std::swap(q.in_length, q.out_length);
+  q.pad_left = (p.kernel_size - 1) * p.dilation - p.pad_left;
+  q.bias = nullptr;
+  q.activation = kActNone;
+  return conv1d_fwd_dense_mma_supports(q);
+}
+
+// Dense / grouped grad-weight (and grad-bias with it) on tensor cores: fp16/bf16.
+bool dense_grad_weight_mma(const Conv1dParams& p) {
+  return !is_depthwise(p) && forced() != Force::kAllGeneric && conv1d_bwd_weight_dense_mma_supports(p);
+}
+
+// w (Cout, Cin/G, K) -> wt (Cin, Cout/G, K) with wt[g*Cin_g + ci, co, k'] = w[g*Cout_g + co, ci, K-1-k'].
+at::Tensor transposed_flipped_weight(const at::Tensor& w, int64_t groups) {
+  const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), K = w.size(2);
+  return w.reshape({groups, cout_g, cin_g, K}).transpose(1, 2).flip({3}).reshape({groups * cin_g, cout_g, K}).contiguous();
 }
 
 // The fused depthwise backward, or {nullptr, ...} when the call needs the generic backward kernels.
@@ -314,7 +336,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     else dy = at::gelu_backward(dy_in, z, "none");
   }
   set_y(p, dy);
-  if (need_input) {
+  if (need_input && dense_grad_input_via_forward(p)) {
+    const at::Tensor wt = transposed_flipped_weight(w, groups);
+    Conv1dParams q = p;
+    std::swap(q.in_channels, q.out_channels);
+    std::swap(q.in_length, q.out_length);
+    q.pad_left = (p.kernel_size - 1) * p.dilation - p.pad_left;
+    q.bias = nullptr;
+    q.activation = kActNone;
+    set_x(q, dy);
+    set_w(q, wt);
+    set_y(q, dx);
+    check_launch(launch_conv1d_fwd_dense_mma(q, current_stream()), "conv1d_bwd_input_dense_mma");
+  } else if (need_input) {
     Conv1dParams q = p;
     set_x(q, dx);
     check_launch(launch_conv1d_bwd_input_generic(q, current_stream()), "conv1d_bwd_input_generic");
@@ -323,9 +357,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     Conv1dParams q = p;
     q.w = need_weight ? dw.data_ptr() : nullptr;
     q.bias = need_bias ? db.data_ptr() : nullptr;
-    at::Tensor ws = at::empty({plan_conv1d_bwd_weight(q, need_bias)}, opts.dtype(acc_dtype));
-    q.workspace = ws.data_ptr();
-    check_launch(launch_conv1d_bwd_weight_generic(q, current_stream()), "conv1d_bwd_weight_generic");
+    if (need_weight && dense_grad_weight_mma(p)) {
+      at::Tensor ws = at::empty({plan_conv1d_bwd_weight_dense_mma(q)}, opts.dtype(at::kFloat));
+      q.workspace = ws.data_ptr();
+      check_launch(launch_conv1d_bwd_weight_dense_mma(q, current_stream()), "conv1d_bwd_weight_dense_mma");
+    } else {
+      at::Tensor ws = at::empty({plan_conv1d_bwd_weight(q, need_bias)}, opts.dtype(acc_dtype));
+      q.workspace = ws.data_ptr();
+      check_launch(launch_conv1d_bwd_weight_generic(q, current_stream()), "conv1d_bwd_weight_generic");
+    }
   }
   return {dx, dw, db};
 }
@@ -337,7 +377,9 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   Conv1dParams p = prepare(x, w, c10::nullopt, stride, pl, pr, dilation, groups, kActNone);
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  return {choose_forward(p).name, "conv1d_bwd_input_generic", "conv1d_bwd_weight_generic"};
+  return {choose_forward(p).name,
+          dense_grad_input_via_forward(p) ? "conv1d_bwd_input_dense_mma" : "conv1d_bwd_input_generic",
+          dense_grad_weight_mma(p) ? "conv1d_bwd_weight_dense_mma" : "conv1d_bwd_weight_generic"};
 }
 
 std::vector<std::tuple<std::string, int, int, int>> spec_entries() {

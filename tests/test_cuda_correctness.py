@@ -349,12 +349,34 @@ def test_depthwise_aligned_rows_with_multiplier_and_activation(activation, multi
 DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depthwise
 
 
+# Shapes on the dense tensor-core kernels: (name, B, Cin, Cout, K, L, stride, padding, dilation, groups).
+# Odd lengths (ragged last tiles and rows that are not 16-byte aligned), grad-input's transposed
+# padding (K-1)*D - pad at both ends of its range (pad 0 and pad (K-1)*D), K = 8 (the largest K the
+# kernel takes), groups, and stride 2 (forward on tensor cores, grad-input on the generic kernel).
+MMA_CASES = [
+    ("k3_same_d2", 2, 32, 48, 3, 1001, 1, 2, 2, 1),
+    ("k8_causal", 2, 16, 24, 8, 515, 1, "causal", 1, 1),
+    ("k2_valid_d64", 3, 24, 16, 2, 777, 1, 0, 64, 1),
+    ("groups_2", 2, 32, 64, 5, 333, 1, 2, 1, 2),
+    ("cout_200", 1, 16, 200, 3, 259, 1, 1, 1, 1),
+    ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1),
+]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("case", DENSE_CASES, ids=[c[0] for c in DENSE_CASES])
-def test_experimental_dense_mma_forward_matches_float64_torch(case, dtype, monkeypatch, poison_outputs):
-    monkeypatch.setenv("CONVKIT_EXPERIMENTAL_DENSE", "1")
+@pytest.mark.parametrize("case", MMA_CASES, ids=[c[0] for c in MMA_CASES])
+def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poison_outputs):
     _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
-    assert convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation,
-                           groups=groups)["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_generic")
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["forward"] == "conv1d_fwd_dense_mma"
+    assert names["grad_input"] == ("conv1d_bwd_input_dense_mma" if stride == 1 else "conv1d_bwd_input_generic")
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
+
+
+def test_dense_mma_fp32_master_weights(poison_outputs):
+    x, w, b = make_inputs(2, 32, 48, 3, 1001, 1, torch.bfloat16)
+    w, b = w.float(), b.float()
+    names = convkit.explain(x, w, b, padding=1)
+    assert names["forward"] == "conv1d_fwd_dense_mma" and names["grad_input"] == "conv1d_bwd_input_dense_mma"
+    check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16)

@@ -18,11 +18,18 @@ cudaError_t launch_conv1d_bwd_input_generic(const Conv1dParams& p, cudaStream_t 
 int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
-// EXPERIMENTAL dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32;
-// mma.sync implicit GEMM, kernels/conv1d_fwd_dense_mma.cu), used only with CONVKIT_EXPERIMENTAL_DENSE=1.
+// Dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32; mma.sync
+// implicit GEMM, kernels/conv1d_fwd_dense_mma.cu); dispatch.cpp also runs stride-1 grad-input on it.
 // supports() false -> the caller uses the generic kernel.
 bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream);
+
+// Dense/grouped grad-weight (+ grad-bias) on tensor cores (kernels/conv1d_bwd_weight_dense_mma.cu):
+// p as for launch_conv1d_bwd_weight_generic (p.w / p.bias are the outputs); plan sets
+// p.weight_splits and returns the fp32 values p.workspace must hold.
+bool conv1d_bwd_weight_dense_mma_supports(const Conv1dParams& p);
+int64_t plan_conv1d_bwd_weight_dense_mma(Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
 // Depthwise kernels (kernels/conv1d_depthwise.cuh). K, S, D > 0: specialised, instantiated by
 // kernels/generated/*.cu from csrc/specializations.json; 0, 0, 0: the generic depthwise kernels
