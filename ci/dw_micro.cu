@@ -219,7 +219,8 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 }
 
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
-// 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct; bwd 0 staged,
+// 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct, 8 Toeplitz
+// on tensor cores (16-bit, stride 1); bwd 0 staged,
 // 1 pipelined, 2 + interleaved runs, 3 direct. Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
@@ -231,6 +232,8 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
   run<T, K, S, D, 16, 7, 3>(c, tn, sms);
   if constexpr (sizeof(T) == 2) {
     run<T, K, S, D, 32, 7, 3>(c, tn, sms);
+    run<T, K, S, D, 16, 8, 3>(c, tn, sms);  // tensor-core Toeplitz forward (stride 1; else direct)
+    run<T, K, S, D, 32, 8, 3>(c, tn, sms);
   } else {
     run<T, K, S, D, 4, 7, 3>(c, tn, sms);
   }

@@ -559,7 +559,14 @@ template <typename T, int K, int S, int D, int V, int kVariant>
 cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
   if (tiles == 0) return cudaSuccess;
-  if constexpr (kVariant == 7 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+  if constexpr (kVariant == 8 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+    const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
+    if (fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype && n > 0) {
+      conv1d_fwd_dw_toeplitz_kernel<T, K, D, V><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
+  }
+  if constexpr ((kVariant == 7 || kVariant == 8) && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       conv1d_fwd_dw_direct_kernel<T, K, S, D, V><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(p);
@@ -571,8 +578,8 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
       // warp-coalesced stores, in contiguous (5) or grid-stride (6) tile order.
-      // (7: the direct kernel above where it fits, else this with variant 1's choices.)
-      constexpr int kV = kVariant == 7 ? 1 : kVariant;
+      // (7, 8: the direct / Toeplitz kernels above where they fit, else this with variant 1's choices.)
+      constexpr int kV = kVariant >= 7 ? 1 : kVariant;
       constexpr bool kCoalesce = kV >= 5;
       constexpr bool kInterleave = !kCoalesce && ((kV - 1) & 1) != 0;
       constexpr bool kGridStride = kCoalesce ? kV == 6 : ((kV - 1) & 2) != 0;

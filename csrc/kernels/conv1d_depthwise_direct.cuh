@@ -21,6 +21,7 @@
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "mma_common.cuh"
 
 namespace convkit {
 namespace dw {
@@ -88,6 +89,107 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_direct_kernel(const Co
     for (int i = 0; i < V; ++i) acc[i] = activate(p.activation, acc[i]);
   }
   store_run<T, V>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0, p.out_length, acc);
+}
+
+// Forward on tensor cores for 16-bit types and long kernels (stride 1; forward variant 8). For one
+// channel, 16 consecutive outputs are a Toeplitz matrix times a window of the input:
+//   y[j0 + i] = sum_t A[i, t] * x[j0 - P + t - off],   A[i, t] = w[(t - off - i) / D] where that is a tap
+// (0 <= t - off - i <= (K-1)*D, divisible by D), else 0; `off` (0 or 1) makes the window start even.
+// A (16 x 16*kSteps, built once per warp from the weights) is the mma A operand; 8 such output blocks
+// side by side (128 outputs) are the 8 columns of B, read as aligned 32-bit pairs from the warp's
+// staged window. kSteps m16n8k16 MMAs replace 16 * K FMAs per column, which is what makes K = 31 run
+// at memory speed instead of FMA speed. Products of 16-bit values are exact in the fp32 accumulator,
+// as in the FMA kernels; the sums run in another order. One difference: an Inf/NaN input reaches
+// (through a zero coefficient) every output of its 16-output block, not only those whose taps touch it.
+// Weights must be of the input's dtype (fp32 weights take the FMA kernels).
+template <typename T, int K, int D, int V>
+struct ToeplitzCfg {
+  static constexpr int VE = VecOf<T>::kElems;
+  static constexpr int KD = (K - 1) * D;
+  static constexpr int kTile = kThreads * V;
+  static constexpr int kWarpOut = 32 * V;
+  static constexpr int kGroups = kWarpOut / 128;           // 128 outputs per MMA column group
+  static constexpr int kSteps = (16 + KD + 1 + 15) / 16;   // 16-deep steps of the window
+  static constexpr int kHalo = (KD + VE - 1) / VE;
+  // elements read: up to kHalo*VE + 128*(kGroups-1) + 16*7 + 16*(kSteps-1) + 6 + 8 + 2
+  static constexpr int kUnits = (kHalo * VE + kWarpOut + 16 * kSteps + VE - 1) / VE;
+  static_assert(sizeof(T) == 2 && kWarpOut % 128 == 0, "16-bit types, whole column groups per warp");
+};
+
+template <typename T, int K, int D, int V>
+__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const Conv1dParams p) {
+  using Cfg = ToeplitzCfg<T, K, D, V>;
+  constexpr int VE = Cfg::VE, KD = Cfg::KD, kSteps = Cfg::kSteps;
+  __shared__ uint4 buf[kThreads / 32][Cfg::kUnits];
+  __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t l_tiles = ceil_div(p.out_length, int64_t{Cfg::kTile});
+  int64_t row, lt, b, co;
+  divmod(blockIdx.x, l_tiles, row, lt);
+  const int64_t jw = lt * Cfg::kTile + warp * Cfg::kWarpOut;
+  if (jw >= p.out_length) return;
+  divmod(row, p.out_channels, b, co);
+  const int64_t mult = p.out_channels / p.in_channels;
+  const int64_t ci = mult == 1 ? co : co / mult;
+  issue_window<T>(buf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + ci * p.x_stride_c,
+                  jw - Cfg::kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
+  cp_async_commit();
+
+  // A fragments: a[s][r] holds A[row][col], A[row][col + 1] with row = g + 8*(r & 1), col = 16s + c2 + 8*(r >> 1).
+  const int e_raw = Cfg::kHalo * VE - static_cast<int>(p.pad_left);  // window element of x[jw - P]
+  const int off = e_raw & 1, e0 = e_raw - off;
+  const int g = lane / 4, c2 = 2 * (lane % 4);
+  const unsigned short* wbits = static_cast<const unsigned short*>(p.w);
+  auto tap = [&](int i, int t) -> uint32_t {
+    const int d = t - off - i;
+    if (d < 0 || d > KD || d % D != 0) return 0u;
+    return __ldg(wbits + co * p.w_stride_o + (d / D) * p.w_stride_k);
+  };
+  uint32_t a[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int i = g + 8 * (r & 1), t = 16 * s + c2 + 8 * (r >> 1);
+      a[s][r] = tap(i, t) | (tap(i, t + 1) << 16);
+    }
+  const float bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : 0.0f;
+  cp_async_wait<0>();
+  __syncwarp();
+
+  const unsigned short* xb = reinterpret_cast<const unsigned short*>(buf[warp]);
+  unsigned short* ob = reinterpret_cast<unsigned short*>(obuf[warp]);
+#pragma unroll
+  for (int r = 0; r < Cfg::kGroups; ++r) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      // B[t][n] = window element e0 + 128r + 16n + t: b0 = rows t = 16s + c2, +1 of column n = g; b1 = rows + 8.
+      const uint32_t* wp = reinterpret_cast<const uint32_t*>(xb + e0 + 128 * r + 16 * g + 16 * s + c2);
+      tc::mma16816<T>(c, a[s], wp[0], wp[4]);
+    }
+    // c0, c1: outputs i = g of columns n = c2, c2 + 1; c2, c3: i = g + 8. Output (n, i) is 128r + 16n + i.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = c[e] + bias;
+      if (p.activation != kActNone) v = activate(p.activation, v);
+      const int n = c2 + (e & 1), i = g + 8 * (e >> 1);
+      ob[128 * r + 16 * n + i] = static_cast<unsigned short>(tc::bits16<T>(v));
+    }
+  }
+  __syncwarp();
+  unsigned short* yrow = static_cast<unsigned short*>(p.y) + b * p.y_stride_b + co * p.y_stride_c;
+#pragma unroll
+  for (int u = lane; u < Cfg::kWarpOut / 8; u += 32) {
+    const int64_t j = jw + 8 * u;
+    if (p.y_stride_l == 1 && j + 8 <= p.out_length && reinterpret_cast<uintptr_t>(yrow + j) % 16 == 0) {
+      *reinterpret_cast<uint4*>(yrow + j) = obuf[warp][u];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (j + e < p.out_length) yrow[(j + e) * p.y_stride_l] = ob[8 * u + e];
+    }
+  }
 }
 
 // Whether the direct backward runs these params (with V outputs per thread): the pipelined
