@@ -188,21 +188,71 @@ Choice choose_forward(const Conv1dParams& p) {
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
 }
 
-// Dense / grouped grad-input with stride 1 is itself a forward convolution: of dy with the weight
-// transposed per group and flipped along K, left padding (K-1)*D - pad_left, output length L:
-//   dx[b, ci, i] = sum_{co, k} w[co, ci, k] * dy[b, co, i + pad_left - k*D]
-//                = sum_{co, k'} wt[ci, co, k'] * dy[b, co, i + k'*D - ((K-1)*D - pad_left)],  k' = K-1-k.
-// So it runs on the dense forward kernel (tensor cores). Stride > 1 takes the generic kernel.
-bool dense_grad_input_via_forward(const Conv1dParams& p) {
-  if (is_depthwise(p) || forced() == Force::kAllGeneric || p.stride != 1) return false;
-  if (p.pad_left > (p.kernel_size - 1) * p.dilation) return false;
-  Conv1dParams q = p;  // the shape of the transposed problem (pointers do not matter to the check)
-  std::swap(q.in_channels, q.out_channels);
-  std::swap(q.in_length, q.out_length);
-  q.pad_left = (p.kernel_size - 1) * p.dilation - p.pad_left;
+// Dense / grouped grad-input as forward convolutions on the tensor-core kernel, one per output phase
+// rho = i mod S (no zero-stuffing). For inputs i = m*S + rho,
+//   dx[b, ci, i] = sum over taps k with (rho + P - k*D) divisible by S of w[co, ci, k] * dy[b, co, m + (rho + P - k*D)/S].
+// Those taps are k0, k0 + S', ... (S' = S / gcd(S, D)) and their dy offsets fall by D' = D / gcd(S, D)
+// per tap, so phase rho is a forward convolution of dy with the per-group transposed weight at those
+// taps in reverse order (dilation D', stride 1, left padding -offset of the last tap), written to
+// dx[..., rho::S]. Stride 1 is one phase: the transposed, K-flipped weight with padding (K-1)*D - P.
+// A phase with no tap is zero. The dy pointer moves right instead of a negative padding.
+struct GradInputPhase {
+  int64_t rho;
+  std::vector<int64_t> taps;  // weight taps in the order of the phase's kernel
+  int64_t dil, pad, shift, len;  // dilation, left padding, dy elements skipped, outputs m
+};
+
+std::vector<GradInputPhase> grad_input_phases(const Conv1dParams& p) {
+  std::vector<GradInputPhase> out;
+  const int64_t S = p.stride, D = p.dilation, P = p.pad_left, K = p.kernel_size;
+  int64_t g = S, h = D;
+  while (h != 0) { const int64_t t = g % h; g = h; h = t; }
+  for (int64_t rho = 0; rho < S && rho < p.in_length; ++rho) {
+    GradInputPhase ph{rho, {}, D / g, 0, 0, (p.in_length - rho + S - 1) / S};
+    for (int64_t k = K - 1; k >= 0; --k)
+      if (((rho + P - k * D) % S + S) % S == 0) ph.taps.push_back(k);
+    if (!ph.taps.empty()) {
+      const int64_t first = (rho + P - ph.taps.front() * D) / S;  // the offset of kernel tap 0 (weight tap k_last)
+      ph.pad = first < 0 ? -first : 0;
+      ph.shift = first > 0 ? first : 0;
+    }
+    out.push_back(std::move(ph));
+  }
+  return out;
+}
+
+// The transposed problem of one phase (pointers not set).
+Conv1dParams grad_input_phase_params(const Conv1dParams& p, const GradInputPhase& ph) {
+  Conv1dParams q = p;
+  q.in_channels = p.out_channels;
+  q.out_channels = p.in_channels;
+  q.in_length = p.out_length - ph.shift;
+  q.out_length = ph.len;
+  q.kernel_size = static_cast<int64_t>(ph.taps.size());
+  q.stride = 1;
+  q.dilation = ph.dil;
+  q.pad_left = ph.pad;
   q.bias = nullptr;
   q.activation = kActNone;
-  return conv1d_fwd_dense_mma_supports(q);
+  return q;
+}
+
+bool dense_grad_input_mma(const Conv1dParams& p) {
+  if (is_depthwise(p) || forced() == Force::kAllGeneric) return false;
+  for (const GradInputPhase& ph : grad_input_phases(p)) {
+    if (ph.taps.empty()) continue;
+    const Conv1dParams q = grad_input_phase_params(p, ph);
+    if (q.in_length < 1 || !conv1d_fwd_dense_mma_supports(q)) return false;
+  }
+  return true;
+}
+
+// w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
+at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps) {
+  const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), n = static_cast<int64_t>(taps.size());
+  const at::Tensor idx = at::tensor(taps, at::TensorOptions().dtype(at::kLong)).to(w.device());
+  return w.index_select(2, idx).reshape({groups, cout_g, cin_g, n}).transpose(1, 2).reshape({groups * cin_g, cout_g, n})
+      .contiguous();
 }
 
 // Dense / grouped grad-weight (and grad-bias with it) on tensor cores: fp16/bf16.
@@ -210,11 +260,6 @@ bool dense_grad_weight_mma(const Conv1dParams& p) {
   return !is_depthwise(p) && forced() != Force::kAllGeneric && conv1d_bwd_weight_dense_mma_supports(p);
 }
 
-// w (Cout, Cin/G, K) -> wt (Cin, Cout/G, K) with wt[g*Cin_g + ci, co, k'] = w[g*Cout_g + co, ci, K-1-k'].
-at::Tensor transposed_flipped_weight(const at::Tensor& w, int64_t groups) {
-  const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), K = w.size(2);
-  return w.reshape({groups, cout_g, cin_g, K}).transpose(1, 2).flip({3}).reshape({groups * cin_g, cout_g, K}).contiguous();
-}
 
 // The fused depthwise backward, or {nullptr, ...} when the call needs the generic backward kernels.
 Choice choose_backward(const Conv1dParams& p) {
@@ -336,18 +381,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     else dy = at::gelu_backward(dy_in, z, "none");
   }
   set_y(p, dy);
-  if (need_input && dense_grad_input_via_forward(p)) {
-    const at::Tensor wt = transposed_flipped_weight(w, groups);
-    Conv1dParams q = p;
-    std::swap(q.in_channels, q.out_channels);
-    std::swap(q.in_length, q.out_length);
-    q.pad_left = (p.kernel_size - 1) * p.dilation - p.pad_left;
-    q.bias = nullptr;
-    q.activation = kActNone;
-    set_x(q, dy);
-    set_w(q, wt);
-    set_y(q, dx);
-    check_launch(launch_conv1d_fwd_dense_mma(q, current_stream()), "conv1d_bwd_input_dense_mma");
+  if (need_input && dense_grad_input_mma(p)) {
+    for (const GradInputPhase& ph : grad_input_phases(p)) {
+      at::Tensor dx_phase = dx.slice(2, ph.rho, p.in_length, p.stride);
+      if (ph.taps.empty()) {
+        dx_phase.zero_();
+        continue;
+      }
+      const at::Tensor wt = transposed_weight(w, groups, ph.taps);
+      Conv1dParams q = grad_input_phase_params(p, ph);
+      set_x(q, dy);
+      q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
+      set_w(q, wt);
+      set_y(q, dx_phase);
+      check_launch(launch_conv1d_fwd_dense_mma(q, current_stream()), "conv1d_bwd_input_dense_mma");
+    }
   } else if (need_input) {
     Conv1dParams q = p;
     set_x(q, dx);
@@ -378,7 +426,7 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   return {choose_forward(p).name,
-          dense_grad_input_via_forward(p) ? "conv1d_bwd_input_dense_mma" : "conv1d_bwd_input_generic",
+          dense_grad_input_mma(p) ? "conv1d_bwd_input_dense_mma" : "conv1d_bwd_input_generic",
           dense_grad_weight_mma(p) ? "conv1d_bwd_weight_dense_mma" : "conv1d_bwd_weight_generic"};
 }
 

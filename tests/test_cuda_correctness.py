@@ -352,7 +352,8 @@ DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depth
 # Shapes on the dense tensor-core kernels: (name, B, Cin, Cout, K, L, stride, padding, dilation, groups).
 # Odd lengths (ragged last tiles and rows that are not 16-byte aligned), grad-input's transposed
 # padding (K-1)*D - pad at both ends of its range (pad 0 and pad (K-1)*D), K = 8 (the largest K the
-# kernel takes), groups, and stride 2 (forward on tensor cores, grad-input on the generic kernel).
+# kernel takes), groups, and strides: grad-input runs one forward convolution per phase i mod S
+# (kb76's S3 D4: one tap per phase; S5 K2: phases without taps, zero; S2 D2: gcd(S, D) = 2).
 MMA_CASES = [
     ("k3_same_d2", 2, 32, 48, 3, 1001, 1, 2, 2, 1),
     ("k8_causal", 2, 16, 24, 8, 515, 1, "causal", 1, 1),
@@ -360,6 +361,9 @@ MMA_CASES = [
     ("groups_2", 2, 32, 64, 5, 333, 1, 2, 1, 2),
     ("cout_200", 1, 16, 200, 3, 259, 1, 1, 1, 1),
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1),
+    ("s3_d4_like_kb76", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
+    ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1),
+    ("s2_d2_padded", 2, 16, 24, 3, 301, 2, 3, 2, 2),
 ]
 
 
@@ -370,7 +374,8 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["forward"] == "conv1d_fwd_dense_mma"
-    assert names["grad_input"] == ("conv1d_bwd_input_dense_mma" if stride == 1 else "conv1d_bwd_input_generic")
+    assert names["grad_input"] == "conv1d_bwd_input_dense_mma"
+    assert names["grad_weight"] == "conv1d_bwd_weight_dense_mma"
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
