@@ -9,6 +9,7 @@
 // which a bare CUDA toolkit may lack and which cost compile time.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -175,6 +176,29 @@ std::string spec_name(const char* what, const SpecEntry& e) {
 
 bool is_depthwise(const Conv1dParams& p) { return p.groups == p.in_channels; }
 
+// torch's flag for TF32 in fp32 convolutions (torch.backends.cudnn.allow_tf32, or the newer
+// torch.backends.cudnn.conv.fp32_precision), read at every call as cuDNN does.
+bool allow_tf32() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+  return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+  return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
+// The dense / grouped implicit-GEMM forward for p, or {nullptr, ""}: tensor cores (mma.sync) for
+// fp16/bf16, the fp32 kernel with TF32 tensor cores or IEEE FFMA for fp32. `what` prefixes the name
+// ("conv1d_fwd", or "conv1d_bwd_input" when grad-input runs on it).
+Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
+  if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
+  if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
+  if (conv1d_fwd_dense_f32_supports(p)) {
+    if (allow_tf32()) return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32"};
+    return {&launch_conv1d_fwd_dense_f32, what + "_dense_f32"};
+  }
+  return {nullptr, ""};
+}
+
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
@@ -183,8 +207,8 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
-  if (!is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_dense_mma_supports(p))
-    return {&launch_conv1d_fwd_dense_mma, "conv1d_fwd_dense_mma"};
+  const Choice dense = choose_dense_forward(p, "conv1d_fwd");
+  if (dense.launch != nullptr) return dense;
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
 }
 
@@ -237,14 +261,18 @@ Conv1dParams grad_input_phase_params(const Conv1dParams& p, const GradInputPhase
   return q;
 }
 
-bool dense_grad_input_mma(const Conv1dParams& p) {
-  if (is_depthwise(p) || forced() == Force::kAllGeneric) return false;
+// The dense forward kernel every phase of p's grad-input can run on, or {nullptr, ""} (generic).
+Choice dense_grad_input(const Conv1dParams& p) {
+  Choice c{nullptr, ""};
   for (const GradInputPhase& ph : grad_input_phases(p)) {
     if (ph.taps.empty()) continue;
     const Conv1dParams q = grad_input_phase_params(p, ph);
-    if (q.in_length < 1 || !conv1d_fwd_dense_mma_supports(q)) return false;
+    if (q.in_length < 1) return {nullptr, ""};
+    const Choice k = choose_dense_forward(q, "conv1d_bwd_input");
+    if (k.launch == nullptr || (c.launch != nullptr && k.launch != c.launch)) return {nullptr, ""};
+    c = k;
   }
-  return true;
+  return c;
 }
 
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
@@ -381,7 +409,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     else dy = at::gelu_backward(dy_in, z, "none");
   }
   set_y(p, dy);
-  if (need_input && dense_grad_input_mma(p)) {
+  const Choice gi = need_input ? dense_grad_input(p) : Choice{nullptr, ""};
+  if (gi.launch != nullptr) {
     for (const GradInputPhase& ph : grad_input_phases(p)) {
       at::Tensor dx_phase = dx.slice(2, ph.rho, p.in_length, p.stride);
       if (ph.taps.empty()) {
@@ -394,7 +423,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
       set_w(q, wt);
       set_y(q, dx_phase);
-      check_launch(launch_conv1d_fwd_dense_mma(q, current_stream()), "conv1d_bwd_input_dense_mma");
+      check_launch(gi.launch(q, current_stream()), gi.name);
     }
   } else if (need_input) {
     Conv1dParams q = p;
@@ -425,8 +454,8 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   Conv1dParams p = prepare(x, w, c10::nullopt, stride, pl, pr, dilation, groups, kActNone);
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  return {choose_forward(p).name,
-          dense_grad_input_mma(p) ? "conv1d_bwd_input_dense_mma" : "conv1d_bwd_input_generic",
+  const Choice gi = dense_grad_input(p);
+  return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           dense_grad_weight_mma(p) ? "conv1d_bwd_weight_dense_mma" : "conv1d_bwd_weight_generic"};
 }
 

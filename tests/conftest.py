@@ -18,6 +18,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def ieee_fp32():
+    """torch allows TF32 in fp32 convolutions by default, and convkit's dense fp32 kernel follows that
+    flag; the tests run with it off so that fp32 is held to IEEE accuracy (REL_TOL), and the TF32 tests
+    switch it on themselves."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
 @pytest.fixture
 def poison_outputs(monkeypatch):
     """Every output convkit allocates starts as NaN, so unwritten elements fail the comparison."""

@@ -5,7 +5,7 @@ import torch
 import convkit
 from convkit.functional import resolve_padding
 
-from reference import REL_TOL, assert_close, reference
+from reference import REL_TOL, TF32_REL_TOL, assert_close, reference
 
 pytestmark = pytest.mark.cuda
 
@@ -46,7 +46,7 @@ def make_inputs(B, Cin, Cout, K, L, groups, dtype, bias=True, seed=None):
     return x, w, b
 
 
-def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=None):
+def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=None, tol=None):
     """Runs convkit forward + backward on (x, w, b) and compares all four results with float64 torch."""
     K = w.shape[2]
     pl, pr = resolve_padding(padding, K, stride, dilation)
@@ -58,11 +58,11 @@ def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=Non
     dy = torch.randn_like(y)
     y.backward(dy)
     y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, stride, pl, pr, dilation, groups, activation)
-    assert_close(y, y_ref, dtype, "forward")
-    assert_close(xr.grad, dx_ref, dtype, "grad_input")
-    assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+    assert_close(y, y_ref, dtype, "forward", tol)
+    assert_close(xr.grad, dx_ref, dtype, "grad_input", tol)
+    assert_close(wr.grad, dw_ref, dtype, "grad_weight", tol)
     if b is not None:
-        assert_close(br.grad, db_ref, dtype, "grad_bias")
+        assert_close(br.grad, db_ref, dtype, "grad_bias", tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -385,3 +385,54 @@ def test_dense_mma_fp32_master_weights(poison_outputs):
     names = convkit.explain(x, w, b, padding=1)
     assert names["forward"] == "conv1d_fwd_dense_mma" and names["grad_input"] == "conv1d_bwd_input_dense_mma"
     check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16)
+
+
+# fp32 on the dense implicit-GEMM kernel (kernels/conv1d_fwd_dense_f32.cu): IEEE FFMA when
+# torch.backends.cudnn.allow_tf32 is False, TF32 tensor cores when it is True; grad-input runs on the
+# same kernel phase by phase. MMA_CASES plus shapes with ragged 128 x 128 tiles and a reduction
+# (Cin/groups * K) that is not a multiple of the 16-deep stage.
+F32_CASES = MMA_CASES + [
+    ("red_9_cin3_k3", 2, 3, 130, 3, 300, 1, 1, 1, 1),
+    ("w2v_first_like_cin1_k10_s5", 2, 1, 40, 10, 1003, 5, 0, 1, 1),
+    ("cout_257_strided_view", 2, 20, 257, 2, 259, 1, 1, 3, 1),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
+@pytest.mark.parametrize("case", F32_CASES, ids=[c[0] for c in F32_CASES])
+def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison_outputs):
+    _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    torch.backends.cudnn.allow_tf32 = tf32
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, torch.float32)
+    if "view" in case[0]:
+        x = torch.randn(B, L, Cin, device="cuda").transpose(1, 2)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    kind = "tf32" if tf32 else "f32"
+    assert names["forward"] == f"conv1d_fwd_dense_{kind}"
+    assert names["grad_input"] == f"conv1d_bwd_input_dense_{kind}"
+    assert names["grad_weight"] == "conv1d_bwd_weight_generic"
+    check_case(x, w, b, stride, padding, dilation, groups, torch.float32, activation="silu",
+               tol=TF32_REL_TOL if tf32 else None)
+
+
+def _round_to_tf32(t):
+    """fp32 -> the nearest TF32 value (10 mantissa bits, ties away from zero), as cvt.rna.tf32.f32."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def test_tf32_flag_is_followed():
+    """With TF32 allowed the result is the fp32-accumulated product of TF32-rounded inputs (so the
+    tensor cores really run); with it off it is IEEE fp32, more accurate than any TF32 result."""
+    x, w, b = make_inputs(2, 64, 96, 3, 4097, 1, torch.float32)
+    exact = reference(x, w, b, torch.zeros(2, 96, 4097, device="cuda"), 1, 1, 1, 1, 1)[0]
+    rounded = reference(_round_to_tf32(x), _round_to_tf32(w), b, torch.zeros(2, 96, 4097, device="cuda"),
+                        1, 1, 1, 1, 1)[0]
+    torch.backends.cudnn.allow_tf32 = True
+    y_tf32 = convkit.conv1d(x, w, b, padding=1).double()
+    torch.backends.cudnn.allow_tf32 = False
+    y_ieee = convkit.conv1d(x, w, b, padding=1).double()
+    rel = lambda a, e: ((a - e).norm() / e.norm()).item()  # noqa: E731
+    assert rel(y_tf32, rounded) < 1e-6, "TF32 result is not the product of TF32-rounded inputs"
+    assert rel(y_tf32, exact) > 1e-5, "TF32 result is as exact as IEEE: were the tensor cores used?"
+    assert rel(y_ieee, exact) < 1e-6

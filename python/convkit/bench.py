@@ -8,10 +8,12 @@ the ratio (torch / convkit: > 1 means convkit is faster) and each one's percent 
   floor = max(bytes / 4.26 TB/s, FLOPs / rate)          (../shared/PERFORMANCE.md, H200)
   fwd:    bytes = x + w + y,            FLOPs = 2 * B * Cout * Lout * Cin/groups * K
   fwdbwd: bytes = x + y + dy + dx + 2w, FLOPs = 3 * the forward's
-  rate:   790 TFLOP/s for bf16/fp16 (tensor cores), 67 TFLOP/s for fp32 (FMA)
+  rate:   790 TFLOP/s for bf16/fp16 (tensor cores), 395 TFLOP/s for fp32 with TF32 allowed (tensor
+          cores at half the bf16 rate), 67 TFLOP/s for IEEE fp32 (FMA)
 
-torch runs with its default precision flags (TF32 allowed for fp32 convolutions); convkit's current
-kernels compute fp32 in IEEE FMA.
+Dtypes: "float32" runs both libraries with torch's default flags (torch.backends.cudnn.allow_tf32 True:
+TF32 allowed for convolutions, which convkit's dense fp32 kernel follows); "float32_ieee" sets the flag
+to False for both (IEEE fp32 everywhere). Depthwise kernels are IEEE fp32 either way.
 """
 import argparse
 import json
@@ -27,8 +29,9 @@ import convkit
 from convkit.functional import resolve_padding
 
 COPY_BW = 4.26e12
-RATE = {torch.bfloat16: 790e12, torch.float16: 790e12, torch.float32: 67e12}
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# dtype name -> (torch dtype, TF32 allowed for fp32 convolutions, FLOP rate of the floor)
+DTYPES = {"float32": (torch.float32, True, 395e12), "float32_ieee": (torch.float32, False, 67e12),
+          "bfloat16": (torch.bfloat16, True, 790e12), "float16": (torch.float16, True, 790e12)}
 SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_suite.json")
 
 
@@ -37,7 +40,8 @@ def load_suite(path=SUITE):
         return json.load(f)
 
 
-def floor_ms(case, dtype, lout, direction):
+def floor_ms(case, dtype_name, lout, direction):
+    dtype, _, rate = DTYPES[dtype_name]
     esize = torch.tensor([], dtype=dtype).element_size()
     B, Cin, Cout, K, L, g = (case[k] for k in ("B", "Cin", "Cout", "K", "L", "groups"))
     x, y, w = B * Cin * L * esize, B * Cout * lout * esize, Cout * (Cin // g) * K * esize
@@ -46,7 +50,7 @@ def floor_ms(case, dtype, lout, direction):
         nbytes = x + w + y
     else:
         nbytes, flops = 2 * x + 2 * y + 2 * w, 3 * flops
-    return 1e3 * max(nbytes / COPY_BW, flops / RATE[dtype])
+    return 1e3 * max(nbytes / COPY_BW, flops / rate)
 
 
 def time_ms(fn, target_ms=150.0, max_reps=100):
@@ -72,6 +76,16 @@ def time_ms(fn, target_ms=150.0, max_reps=100):
 
 
 @contextmanager
+def tf32_allowed(on):
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@contextmanager
 def force_generic(on):
     old = os.environ.get("CONVKIT_FORCE_GENERIC")
     if on:
@@ -87,7 +101,13 @@ def force_generic(on):
             os.environ["CONVKIT_FORCE_GENERIC"] = old
 
 
-def run_case(case, dtype, directions, compare_generic):
+def run_case(case, dtype_name, directions, compare_generic):
+    with tf32_allowed(DTYPES[dtype_name][1]):
+        return _run_case(case, dtype_name, directions, compare_generic)
+
+
+def _run_case(case, dtype_name, directions, compare_generic):
+    dtype = DTYPES[dtype_name][0]
     B, Cin, Cout, K, L = (case[k] for k in ("B", "Cin", "Cout", "K", "L"))
     stride, dilation, groups, padding = case["stride"], case["dilation"], case["groups"], case["padding"]
     pl, pr = resolve_padding(padding, K, stride, dilation)
@@ -131,8 +151,8 @@ def run_case(case, dtype, directions, compare_generic):
             for t in (x, w, b):
                 t.requires_grad_(False)
                 t.grad = None
-        fl = floor_ms(case, dtype, lout, direction)
-        row = {"case": case["name"], "family": case["family"], "dtype": str(dtype).replace("torch.", ""),
+        fl = floor_ms(case, dtype_name, lout, direction)
+        row = {"case": case["name"], "family": case["family"], "dtype": dtype_name,
                "direction": direction, "convkit_ms": res["convkit"], "torch_ms": res["torch"], "floor_ms": fl,
                "kernel": kernel if direction == "fwd" else f"{kernel} + {names['grad_input']}"
                + ("" if names["grad_input"] == names["grad_weight"] else f" + {names['grad_weight']}")}
@@ -181,7 +201,8 @@ def plot(rows, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default="", help="comma-separated case names or families (default: all)")
-    ap.add_argument("--dtypes", default="", help="comma-separated: float32,bfloat16,float16 (default: suite's)")
+    ap.add_argument("--dtypes", default="",
+                    help="comma-separated: float32,float32_ieee,bfloat16,float16 (default: the suite's)")
     ap.add_argument("--directions", default="fwd,fwdbwd")
     ap.add_argument("--compare-generic", action="store_true",
                     help="where a specialised kernel runs, also time the family's generic kernel "
@@ -197,7 +218,10 @@ def main(argv=None):
     # in the order asked for, so `--cases depthwise,dense` times the depthwise family first
     cases = ([c for token in wanted for c in suite["cases"] if token in (c["name"], c["family"])] if wanted
              else suite["cases"])
-    dtypes = [DTYPES[d] for d in (args.dtypes.split(",") if args.dtypes else suite["dtypes"])]
+    dtypes = args.dtypes.split(",") if args.dtypes else suite["dtypes"]
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        ap.error(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
     directions = args.directions.split(",")
     print(header())
     print(f"{'case':<20} {'dtype':<9} {'dir':<6} {'convkit':>9} {'torch':>9} {'speedup':>8} {'ck%flr':>7} "

@@ -1,0 +1,259 @@
+// Dense and grouped forward for fp32 input and weights: a tiled implicit GEMM, per group g
+//
+//   out[co, n] = sum_r A[co, r] * B[r, n]          n = j (output position of one batch row b)
+//   A[co, r]   = w[g*Cout_g + co, ci, k]           B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
+//   r = ci * K + k (the weight's own order), gathered from x while a tile is loaded (no im2col buffer).
+//
+// Two inner products on one tile machinery (template kTF32):
+//   * IEEE: FFMA, each thread an 8 x 8 register tile (the classic SGEMM layout: rows tm*4 and
+//     64 + tm*4, columns tn*4 and 64 + tn*4, float4 shared loads);
+//   * TF32: mma.sync.m16n8k8 (tensor cores), each warp a 64 x 32 tile; tiles are rounded to TF32
+//     (cvt.rna) when they are stored to shared memory, fp32 accumulation. dispatch.cpp picks it only
+//     where torch.backends.cudnn.allow_tf32 is True, as torch does for its convolutions.
+// Block: 256 threads, BM 128 (co) x BN 128 (j) x BK 16 (r) per stage; global -> registers for stage
+// s+1 while stage s is multiplied, two shared buffers, one barrier per stage. Every index goes
+// through the tensors' element strides, so views, strided outputs (grad-input writes dx[..., rho::S]
+// through this kernel) and > 2^31-element tensors need no special path. K, S, D are runtime values:
+// the gather costs a few integer operations per loaded element, next to 128 FMAs per element.
+// Epilogue: the accumulators go through shared memory (64 rows at a time) so that bias +
+// activation + the stores run along j, coalesced.
+#include <cstdint>
+
+#include "activation.cuh"
+#include "common.cuh"
+#include "launchers.h"
+
+namespace convkit {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBM = 128, kBN = 128, kBK = 16;
+constexpr int kPitch = kBM + 8;  // A and B rows: = 8 (mod 32) words, conflict-free TF32 fragment loads
+constexpr int kStageFloats = 2 * kBK * kPitch;       // A then B
+constexpr int kCPitch = kBN + 4;                     // epilogue rows
+constexpr int kSmemBytes = 2 * kStageFloats * 4;     // two stages (34,816 B) >= 64 epilogue rows
+static_assert(64 * kCPitch <= 2 * kStageFloats, "the epilogue half-tile must fit in the stage buffers");
+constexpr int kPerThread = kBK * kBM / kThreads;     // elements of A (and of B) each thread loads: 8
+
+struct F32Plan {
+  int64_t cin_g, cout_g, red;  // red = cin_g * K
+  int64_t m_tiles, j_tiles, num_tiles, stages;
+};
+
+__device__ __forceinline__ float to_tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return __uint_as_float(r);
+}
+
+__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool kTF32>
+__global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
+    conv1d_fwd_dense_f32_kernel(const Conv1dParams p, const F32Plan q) {
+  extern __shared__ __align__(16) float smem_f[];
+  const int tid = threadIdx.x;
+  const float* __restrict__ x = static_cast<const float*>(p.x);
+  const float* __restrict__ w = static_cast<const float*>(p.w);
+  const int64_t K = p.kernel_size, S = p.stride, D = p.dilation, P = p.pad_left;
+
+  // Loader geometry: A element i of this thread is (r = a_r, co = a_m + 16 i); B element i is
+  // (r = b_r + 2 i, j = b_n). Consecutive threads read consecutive r (A) / consecutive j (B).
+  const int a_r = tid & 15, a_m = tid >> 4;
+  const int b_n = tid & 127, b_r = tid >> 7;
+
+  float acc[64];
+  float ra[kPerThread], rb[kPerThread];
+
+  for (int64_t tile = blockIdx.x; tile < q.num_tiles; tile += gridDim.x) {
+    int64_t rest, mt, g, jt, b;
+    divmod(tile, q.m_tiles, rest, mt);
+    divmod(rest, p.groups, rest, g);
+    divmod(rest, q.j_tiles, b, jt);
+    const int64_t co0 = mt * kBM, j0 = jt * kBN;
+    const int64_t j = j0 + b_n;
+    const bool j_ok = j < p.out_length;
+    const float* xb = x + b * p.x_stride_b + g * q.cin_g * p.x_stride_c;
+    const float* wg = w + g * q.cout_g * p.w_stride_o;
+
+    auto load = [&](int64_t stage) {
+      const int64_t r0 = stage * kBK;
+      {  // A: one r per thread
+        const int64_t r = r0 + a_r;
+        const int64_t ci = r / K, k = r - ci * K;
+        const bool r_ok = r < q.red;
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int64_t co = co0 + a_m + 16 * i;
+          ra[i] = (r_ok && co < q.cout_g) ? __ldg(wg + co * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k) : 0.f;
+        }
+      }
+      {  // B: the im2col gather, rows r, r + 2, ...
+        int64_t r = r0 + b_r;
+        int64_t ci = r / K, k = r - ci * K;
+        const int64_t base = j * S - P;
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int64_t pos = base + k * D;
+          rb[i] = (j_ok && r < q.red && pos >= 0 && pos < p.in_length)
+                      ? __ldg(xb + ci * p.x_stride_c + pos * p.x_stride_l) : 0.f;
+          r += 2;
+          k += 2;
+          while (k >= K) { k -= K; ++ci; }
+        }
+      }
+    };
+    auto store = [&](int buf) {
+      float* As = smem_f + buf * kStageFloats;
+      float* Bs = As + kBK * kPitch;
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        As[a_r * kPitch + a_m + 16 * i] = kTF32 ? to_tf32(ra[i]) : ra[i];
+        Bs[(b_r + 2 * i) * kPitch + b_n] = kTF32 ? to_tf32(rb[i]) : rb[i];
+      }
+    };
+
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int tm = tid & 15, tn = tid >> 4;          // IEEE thread tile
+    const int wm = warp & 1, wn = warp >> 1;         // TF32 warp tile: rows wm*64, cols wn*32
+    const int lr = lane >> 2, lc = lane & 3;
+
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int64_t s = 0; s < q.stages; ++s) {
+      if (s + 1 < q.stages) load(s + 1);
+      const float* As = smem_f + (s & 1) * kStageFloats;
+      const float* Bs = As + kBK * kPitch;
+      if constexpr (kTF32) {
+#pragma unroll
+        for (int kk = 0; kk < kBK; kk += 8) {
+          uint32_t af[4][4], bf[4][2];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int row = wm * 64 + i * 16 + lr;
+            af[i][0] = __float_as_uint(As[(kk + lc) * kPitch + row]);
+            af[i][1] = __float_as_uint(As[(kk + lc) * kPitch + row + 8]);
+            af[i][2] = __float_as_uint(As[(kk + lc + 4) * kPitch + row]);
+            af[i][3] = __float_as_uint(As[(kk + lc + 4) * kPitch + row + 8]);
+          }
+#pragma unroll
+          for (int jn = 0; jn < 4; ++jn) {
+            const int col = wn * 32 + jn * 8 + lr;
+            bf[jn][0] = __float_as_uint(Bs[(kk + lc) * kPitch + col]);
+            bf[jn][1] = __float_as_uint(Bs[(kk + lc + 4) * kPitch + col]);
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], af[i], bf[jn][0], bf[jn][1]);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kBK; ++kk) {
+          const float4 a0 = *reinterpret_cast<const float4*>(As + kk * kPitch + tm * 4);
+          const float4 a1 = *reinterpret_cast<const float4*>(As + kk * kPitch + 64 + tm * 4);
+          const float4 b0 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + tn * 4);
+          const float4 b1 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + 64 + tn * 4);
+          const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+          const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+        }
+      }
+      if (s + 1 < q.stages) store((s + 1) & 1);
+      __syncthreads();
+    }
+
+    // Epilogue, 64 rows (co0 + h*64 ...) at a time through shared memory.
+    float* Cs = smem_f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (kTF32) {
+        if (wm == h) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int jn = 0; jn < 4; ++jn) {
+              const float* c = &acc[(i * 4 + jn) * 4];
+              const int row = i * 16 + lr, col = wn * 32 + jn * 8 + 2 * lc;
+              *reinterpret_cast<float2*>(Cs + row * kCPitch + col) = make_float2(c[0], c[1]);
+              *reinterpret_cast<float2*>(Cs + (row + 8) * kCPitch + col) = make_float2(c[2], c[3]);
+            }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float* c = &acc[(h * 4 + i) * 8];
+          *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + tn * 4) = make_float4(c[0], c[1], c[2], c[3]);
+          *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + 64 + tn * 4) = make_float4(c[4], c[5], c[6], c[7]);
+        }
+      }
+      __syncthreads();
+      if (j_ok) {
+#pragma unroll 4
+        for (int row = b_r; row < 64; row += 2) {
+          const int64_t co = co0 + h * 64 + row;
+          if (co >= q.cout_g) break;
+          const int64_t c = g * q.cout_g + co;
+          float v = Cs[row * kCPitch + b_n];
+          if (p.bias != nullptr) v += __ldg(static_cast<const float*>(p.bias) + c);
+          v = activate(p.activation, v);
+          static_cast<float*>(p.y)[b * p.y_stride_b + c * p.y_stride_c + j * p.y_stride_l] = v;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+bool make_plan(const Conv1dParams& p, F32Plan& q) {
+  if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
+  q.cin_g = p.in_channels / p.groups;
+  q.cout_g = p.out_channels / p.groups;
+  q.red = q.cin_g * p.kernel_size;
+  if (q.red < 1 || q.cout_g < 1) return false;
+  q.m_tiles = ceil_div(q.cout_g, kBM);
+  q.j_tiles = ceil_div(p.out_length, kBN);
+  q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+  q.stages = ceil_div(q.red, kBK);
+  return true;
+}
+
+cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
+  F32Plan q;
+  if (!make_plan(p, q)) return cudaErrorInvalidValue;
+  if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(q.num_tiles, p.num_sms, tf32 ? 2 : 1);  // the occupancy each variant has
+  if (tf32) {
+    conv1d_fwd_dense_f32_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(p, q);
+  } else {
+    conv1d_fwd_dense_f32_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p, q);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// A reduction (Cin/groups * K) under 8 would leave most of each 16-deep stage empty; depthwise has its
+// own kernels.
+bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p) {
+  F32Plan q;
+  return make_plan(p, q) && q.red >= 8 && p.groups != p.in_channels;
+}
+
+cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, false, stream); }
+cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, true, stream); }
+
+}  // namespace convkit
