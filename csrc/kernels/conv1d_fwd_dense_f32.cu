@@ -54,6 +54,82 @@ __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, uint32_t b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// acc += As^T Bs for one stage (As[kBK][kPitch] over rows m, Bs[kBK][kPitch] over columns n).
+// IEEE: thread (tm, tn) = (tid % 16, tid / 16) owns rows {tm*4.., 64 + tm*4..} x columns {tn*4.., 64 + tn*4..},
+// acc[i * 8 + jn]. TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32,
+// acc[(i * 4 + jn) * 4 + c] for m16 tile i, n8 tile jn and the mma's c layout.
+template <bool kTF32>
+__device__ __forceinline__ void multiply_stage(const float* As, const float* Bs, float* acc) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if constexpr (kTF32) {
+    const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      uint32_t af[4][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = wm * 64 + i * 16 + lr;
+        af[i][0] = __float_as_uint(As[(kk + lc) * kPitch + row]);
+        af[i][1] = __float_as_uint(As[(kk + lc) * kPitch + row + 8]);
+        af[i][2] = __float_as_uint(As[(kk + lc + 4) * kPitch + row]);
+        af[i][3] = __float_as_uint(As[(kk + lc + 4) * kPitch + row + 8]);
+      }
+#pragma unroll
+      for (int jn = 0; jn < 4; ++jn) {
+        const int col = wn * 32 + jn * 8 + lr;
+        bf[jn][0] = __float_as_uint(Bs[(kk + lc) * kPitch + col]);
+        bf[jn][1] = __float_as_uint(Bs[(kk + lc + 4) * kPitch + col]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], af[i], bf[jn][0], bf[jn][1]);
+    }
+  } else {
+    const int tm = tid & 15, tn = tid >> 4;
+#pragma unroll
+    for (int kk = 0; kk < kBK; ++kk) {
+      const float4 a0 = *reinterpret_cast<const float4*>(As + kk * kPitch + tm * 4);
+      const float4 a1 = *reinterpret_cast<const float4*>(As + kk * kPitch + 64 + tm * 4);
+      const float4 b0 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + tn * 4);
+      const float4 b1 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + 64 + tn * 4);
+      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+    }
+  }
+}
+
+// Writes rows h*64 .. h*64 + 63 of the block's accumulator tile to Cs[64][kCPitch] (no barrier).
+template <bool kTF32>
+__device__ __forceinline__ void stage_half(const float* acc, float* Cs, int h) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if constexpr (kTF32) {
+    const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+    if (wm != h) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int jn = 0; jn < 4; ++jn) {
+        const float* c = &acc[(i * 4 + jn) * 4];
+        const int row = i * 16 + lr, col = wn * 32 + jn * 8 + 2 * lc;
+        *reinterpret_cast<float2*>(Cs + row * kCPitch + col) = make_float2(c[0], c[1]);
+        *reinterpret_cast<float2*>(Cs + (row + 8) * kCPitch + col) = make_float2(c[2], c[3]);
+      }
+  } else {
+    const int tm = tid & 15, tn = tid >> 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float* c = &acc[(h * 4 + i) * 8];
+      *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + tn * 4) = make_float4(c[0], c[1], c[2], c[3]);
+      *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + 64 + tn * 4) = make_float4(c[4], c[5], c[6], c[7]);
+    }
+  }
+}
+
 template <bool kTF32>
 __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     conv1d_fwd_dense_f32_kernel(const Conv1dParams p, const F32Plan q) {
@@ -122,56 +198,13 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
 
-    const int lane = tid & 31, warp = tid >> 5;
-    const int tm = tid & 15, tn = tid >> 4;          // IEEE thread tile
-    const int wm = warp & 1, wn = warp >> 1;         // TF32 warp tile: rows wm*64, cols wn*32
-    const int lr = lane >> 2, lc = lane & 3;
-
     load(0);
     store(0);
     __syncthreads();
     for (int64_t s = 0; s < q.stages; ++s) {
       if (s + 1 < q.stages) load(s + 1);
       const float* As = smem_f + (s & 1) * kStageFloats;
-      const float* Bs = As + kBK * kPitch;
-      if constexpr (kTF32) {
-#pragma unroll
-        for (int kk = 0; kk < kBK; kk += 8) {
-          uint32_t af[4][4], bf[4][2];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int row = wm * 64 + i * 16 + lr;
-            af[i][0] = __float_as_uint(As[(kk + lc) * kPitch + row]);
-            af[i][1] = __float_as_uint(As[(kk + lc) * kPitch + row + 8]);
-            af[i][2] = __float_as_uint(As[(kk + lc + 4) * kPitch + row]);
-            af[i][3] = __float_as_uint(As[(kk + lc + 4) * kPitch + row + 8]);
-          }
-#pragma unroll
-          for (int jn = 0; jn < 4; ++jn) {
-            const int col = wn * 32 + jn * 8 + lr;
-            bf[jn][0] = __float_as_uint(Bs[(kk + lc) * kPitch + col]);
-            bf[jn][1] = __float_as_uint(Bs[(kk + lc + 4) * kPitch + col]);
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], af[i], bf[jn][0], bf[jn][1]);
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < kBK; ++kk) {
-          const float4 a0 = *reinterpret_cast<const float4*>(As + kk * kPitch + tm * 4);
-          const float4 a1 = *reinterpret_cast<const float4*>(As + kk * kPitch + 64 + tm * 4);
-          const float4 b0 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + tn * 4);
-          const float4 b1 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + 64 + tn * 4);
-          const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-          const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
-        }
-      }
+      multiply_stage<kTF32>(As, As + kBK * kPitch, acc);
       if (s + 1 < q.stages) store((s + 1) & 1);
       __syncthreads();
     }
@@ -180,26 +213,7 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     float* Cs = smem_f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if constexpr (kTF32) {
-        if (wm == h) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int jn = 0; jn < 4; ++jn) {
-              const float* c = &acc[(i * 4 + jn) * 4];
-              const int row = i * 16 + lr, col = wn * 32 + jn * 8 + 2 * lc;
-              *reinterpret_cast<float2*>(Cs + row * kCPitch + col) = make_float2(c[0], c[1]);
-              *reinterpret_cast<float2*>(Cs + (row + 8) * kCPitch + col) = make_float2(c[2], c[3]);
-            }
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float* c = &acc[(h * 4 + i) * 8];
-          *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + tn * 4) = make_float4(c[0], c[1], c[2], c[3]);
-          *reinterpret_cast<float4*>(Cs + (tm * 4 + i) * kCPitch + 64 + tn * 4) = make_float4(c[4], c[5], c[6], c[7]);
-        }
-      }
+      stage_half<kTF32>(acc, Cs, h);
       __syncthreads();
       if (j_ok) {
 #pragma unroll 4
