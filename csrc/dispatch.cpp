@@ -283,9 +283,23 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
       .contiguous();
 }
 
-// Dense / grouped grad-weight (and grad-bias with it) on tensor cores: fp16/bf16.
-bool dense_grad_weight_mma(const Conv1dParams& p) {
-  return !is_depthwise(p) && forced() != Force::kAllGeneric && conv1d_bwd_weight_dense_mma_supports(p);
+// Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16, the fp32 tile kernel
+// (TF32 or IEEE, as the forward) for fp32; launch == nullptr: the generic kernel.
+struct WeightGradChoice {
+  LaunchFn launch;
+  int64_t (*plan)(Conv1dParams&);
+  std::string name;
+};
+WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
+  if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, nullptr, ""};
+  if (conv1d_bwd_weight_dense_mma_supports(p))
+    return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
+  if (conv1d_bwd_weight_dense_f32_supports(p)) {
+    if (allow_tf32())
+      return {&launch_conv1d_bwd_weight_dense_tf32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_tf32"};
+    return {&launch_conv1d_bwd_weight_dense_f32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_f32"};
+  }
+  return {nullptr, nullptr, ""};
 }
 
 
@@ -434,10 +448,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     Conv1dParams q = p;
     q.w = need_weight ? dw.data_ptr() : nullptr;
     q.bias = need_bias ? db.data_ptr() : nullptr;
-    if (need_weight && dense_grad_weight_mma(p)) {
-      at::Tensor ws = at::empty({plan_conv1d_bwd_weight_dense_mma(q)}, opts.dtype(at::kFloat));
+    const WeightGradChoice gw = need_weight ? dense_grad_weight(p) : WeightGradChoice{nullptr, nullptr, ""};
+    if (gw.launch != nullptr) {
+      at::Tensor ws = at::empty({gw.plan(q)}, opts.dtype(at::kFloat));
       q.workspace = ws.data_ptr();
-      check_launch(launch_conv1d_bwd_weight_dense_mma(q, current_stream()), "conv1d_bwd_weight_dense_mma");
+      check_launch(gw.launch(q, current_stream()), gw.name);
     } else {
       at::Tensor ws = at::empty({plan_conv1d_bwd_weight(q, need_bias)}, opts.dtype(acc_dtype));
       q.workspace = ws.data_ptr();
@@ -456,7 +471,7 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   const Choice gi = dense_grad_input(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
-          dense_grad_weight_mma(p) ? "conv1d_bwd_weight_dense_mma" : "conv1d_bwd_weight_generic"};
+          dense_grad_weight(p).launch != nullptr ? dense_grad_weight(p).name : "conv1d_bwd_weight_generic"};
 }
 
 std::vector<std::tuple<std::string, int, int, int>> spec_entries() {

@@ -387,7 +387,7 @@ def test_dense_mma_fp32_master_weights(poison_outputs):
     check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16)
 
 
-# fp32 on the dense implicit-GEMM kernel (kernels/conv1d_fwd_dense_f32.cu): IEEE FFMA when
+# fp32 on the dense implicit-GEMM kernel (kernels/conv1d_dense_f32.cu): IEEE FFMA when
 # torch.backends.cudnn.allow_tf32 is False, TF32 tensor cores when it is True; grad-input runs on the
 # same kernel phase by phase. MMA_CASES plus shapes with ragged 128 x 128 tiles and a reduction
 # (Cin/groups * K) that is not a multiple of the 16-deep stage.
@@ -410,7 +410,7 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
     kind = "tf32" if tf32 else "f32"
     assert names["forward"] == f"conv1d_fwd_dense_{kind}"
     assert names["grad_input"] == f"conv1d_bwd_input_dense_{kind}"
-    assert names["grad_weight"] == "conv1d_bwd_weight_generic"
+    assert names["grad_weight"] == f"conv1d_bwd_weight_dense_{kind}"
     check_case(x, w, b, stride, padding, dilation, groups, torch.float32, activation="silu",
                tol=TF32_REL_TOL if tf32 else None)
 

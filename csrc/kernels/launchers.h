@@ -24,11 +24,16 @@ cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t
 bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
-// Dense/grouped forward for fp32 (kernels/conv1d_fwd_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
+// Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.
 bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream);
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
+// ... and its grad-weight (+ grad-bias), same file, the interface of the mma grad-weight below.
+bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p);
+int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_weight_dense_f32(const Conv1dParams& p, cudaStream_t stream);
+cudaError_t launch_conv1d_bwd_weight_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped grad-weight (+ grad-bias) on tensor cores (kernels/conv1d_bwd_weight_dense_mma.cu):
 // p as for launch_conv1d_bwd_weight_generic (p.w / p.bias are the outputs); plan sets

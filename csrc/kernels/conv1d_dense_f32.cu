@@ -1,4 +1,5 @@
-// Dense and grouped forward for fp32 input and weights: a tiled implicit GEMM, per group g
+// Dense and grouped conv1d for fp32 input and weights: forward (also run by grad-input, per stride phase) and
+// grad-weight (+ grad-bias), as tiled implicit GEMMs. The forward, per group g
 //
 //   out[co, n] = sum_r A[co, r] * B[r, n]          n = j (output position of one batch row b)
 //   A[co, r]   = w[g*Cout_g + co, ci, k]           B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
@@ -17,6 +18,7 @@
 // the gather costs a few integer operations per loaded element, next to 128 FMAs per element.
 // Epilogue: the accumulators go through shared memory (64 rows at a time) so that bias +
 // activation + the stores run along j, coalesced.
+#include <algorithm>
 #include <cstdint>
 
 #include "activation.cuh"
@@ -232,6 +234,126 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
   }
 }
 
+// Grad-weight (+ grad-bias) on the same tiles: per group g
+//   dw[co, n] = sum_r A[co, r] * B[r, n]        n = ci*K + k (the weight's layout), r = (b, j)
+//   A[co, r]  = dy[b, g*Cout_g + co, j]         B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
+// A block owns a 128 (co) x 128 (n) tile and one contiguous range (its split) of the 16-output chunks
+// of every row b; its sums go to the workspace and sum_partials_kernel adds the splits in a fixed
+// order (deterministic). Loads: thread (kk = tid % 16, row/column (tid / 16) + 16 i): 16 consecutive j
+// of one dy row or one gathered x column per 16 threads. Grad-bias: the n-tile-0 blocks add up the
+// dy values they load (before any TF32 rounding) and reduce them over the 16 threads of a row.
+struct WgradF32Plan {
+  int64_t cin_g, cout_g, red, m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
+};
+
+template <bool kTF32>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv1d_bwd_weight_dense_f32_kernel(const Conv1dParams p, const WgradF32Plan q) {
+  extern __shared__ __align__(16) float smem_f[];
+  __shared__ int64_t col_x[kBN];   // ci * x_stride_c + k * D * x_stride_l of column n
+  __shared__ int64_t col_kd[kBN];  // k * D; a huge negative value for a column past the reduction
+  const int tid = threadIdx.x;
+  const float* __restrict__ x = static_cast<const float*>(p.x);
+  const float* __restrict__ dy = static_cast<const float*>(p.y);
+  const int64_t S = p.stride, P = p.pad_left;
+
+  int64_t rest, nt, mt, g, split;
+  divmod(static_cast<int64_t>(blockIdx.x), q.n_tiles, rest, nt);
+  divmod(rest, q.m_tiles, rest, mt);
+  divmod(rest, p.groups, split, g);
+  const int64_t co0 = mt * kBM, n0 = nt * kBN;
+  const int64_t c_begin = split * q.per_split;
+  const int64_t c_end = c_begin + q.per_split < q.total_chunks ? c_begin + q.per_split : q.total_chunks;
+  const bool with_bias = p.bias != nullptr && nt == 0;
+
+  if (tid < kBN) {
+    const int64_t n = n0 + tid;
+    const int64_t ci = n / p.kernel_size, k = n - ci * p.kernel_size;
+    col_x[tid] = n < q.red ? ci * p.x_stride_c + k * p.dilation * p.x_stride_l : 0;
+    col_kd[tid] = n < q.red ? k * p.dilation : -(int64_t{1} << 62);
+  }
+  __syncthreads();
+
+  const int kk = tid & 15, rc = tid >> 4;
+  const float* xg = x + g * q.cin_g * p.x_stride_c;
+  const float* dyg = dy + (g * q.cout_g + co0) * p.y_stride_c;
+  float acc[64], ra[kPerThread], rb[kPerThread], bsum[kPerThread];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) bsum[i] = 0.f;
+
+  auto load = [&](int64_t chunk) {
+    int64_t b, jc;
+    divmod(chunk, q.chunks_per_row, b, jc);
+    const int64_t j = jc * kBK + kk;
+    const bool j_ok = j < p.out_length;
+    const int64_t base = j * S - P;
+    const float* xb = xg + b * p.x_stride_b + base * p.x_stride_l;
+    const float* dyb = dyg + b * p.y_stride_b + j * p.y_stride_l;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int c = rc + 16 * i;
+      ra[i] = (j_ok && co0 + c < q.cout_g) ? __ldg(dyb + c * p.y_stride_c) : 0.f;
+      const int64_t pos = base + col_kd[c];
+      rb[i] = (j_ok && pos >= 0 && pos < p.in_length) ? __ldg(xb + col_x[c]) : 0.f;
+    }
+  };
+  auto store = [&](int buf) {
+    float* As = smem_f + buf * kStageFloats;
+    float* Bs = As + kBK * kPitch;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      As[kk * kPitch + rc + 16 * i] = kTF32 ? to_tf32(ra[i]) : ra[i];
+      Bs[kk * kPitch + rc + 16 * i] = kTF32 ? to_tf32(rb[i]) : rb[i];
+      if (with_bias) bsum[i] += ra[i];
+    }
+  };
+
+  if (c_begin < c_end) {
+    load(c_begin);
+    store(0);
+  }
+  __syncthreads();
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    const bool more = c + 1 < c_end;
+    if (more) load(c + 1);
+    const float* As = smem_f + ((c - c_begin) & 1) * kStageFloats;
+    multiply_stage<kTF32>(As, As + kBK * kPitch, acc);
+    if (more) store((c - c_begin + 1) & 1);
+    __syncthreads();
+  }
+
+  float* part = static_cast<float*>(p.workspace);
+  const int64_t n_weight = p.out_channels * q.red;
+  if (with_bias) {  // the 16 threads of one co are 16 consecutive lanes: fixed-order butterfly
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      float v = bsum[i];
+#pragma unroll
+      for (int off = 1; off < 16; off <<= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const int64_t co = co0 + rc + 16 * i;
+      if (kk == 0 && co < q.cout_g) part[q.splits * n_weight + split * p.out_channels + g * q.cout_g + co] = v;
+    }
+  }
+  float* Cs = smem_f;
+  const int n_l = tid & 127, r0 = tid >> 7;
+  float* dst = part + split * n_weight + (g * q.cout_g + co0) * q.red + n0 + n_l;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    stage_half<kTF32>(acc, Cs, h);
+    __syncthreads();
+    if (n0 + n_l < q.red) {
+#pragma unroll 4
+      for (int row = r0; row < 64; row += 2) {
+        if (co0 + h * 64 + row >= q.cout_g) break;
+        dst[(h * 64 + row) * q.red] = Cs[row * kCPitch + n_l];
+      }
+    }
+    __syncthreads();
+  }
+}
+
 bool make_plan(const Conv1dParams& p, F32Plan& q) {
   if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
   q.cin_g = p.in_channels / p.groups;
@@ -258,6 +380,51 @@ cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+
+bool make_wgrad_plan(const Conv1dParams& p, WgradF32Plan& q) {
+  F32Plan f;
+  if (!make_plan(p, f)) return false;
+  q.cin_g = f.cin_g;
+  q.cout_g = f.cout_g;
+  q.red = f.red;
+  q.m_tiles = ceil_div(q.cout_g, kBM);
+  q.n_tiles = ceil_div(q.red, kBN);
+  q.chunks_per_row = ceil_div(p.out_length, kBK);
+  q.total_chunks = p.batch * q.chunks_per_row;
+  const int64_t pairs = p.groups * q.m_tiles * q.n_tiles;
+  if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
+  // About 8 blocks per SM in all (1 resident), never more splits than chunks; workspace <= ~256 MB.
+  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * q.red + p.out_channels));
+  int64_t splits = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
+  splits = std::max<int64_t>(1, std::min(std::min(splits, q.total_chunks), cap));
+  if (pairs * splits >= (int64_t{1} << 31)) splits = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / pairs);
+  q.per_split = ceil_div(q.total_chunks, splits);
+  q.splits = ceil_div(q.total_chunks, q.per_split);
+  return true;
+}
+
+cudaError_t launch_wgrad(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
+  WgradF32Plan q;
+  if (!make_wgrad_plan(p, q) || q.splits != p.weight_splits) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(p.groups * q.m_tiles * q.n_tiles * q.splits);
+  if (tf32) {
+    conv1d_bwd_weight_dense_f32_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(p, q);
+  } else {
+    conv1d_bwd_weight_dense_f32_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p, q);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
+  const float* part = static_cast<const float*>(p.workspace);
+  const int64_t n_weight = p.out_channels * q.red;
+  if (p.w != nullptr)
+    sum_partials_kernel<float><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
+        part, q.splits, n_weight, p.w);
+  if (p.bias != nullptr)
+    sum_partials_kernel<float><<<grid_for(ceil_div(p.out_channels, 256), p.num_sms, 8), 256, 0, stream>>>(
+        part + q.splits * n_weight, q.splits, p.out_channels, p.bias);
+  return cudaGetLastError();
+}
 }  // namespace
 
 // A reduction (Cin/groups * K) under 8 would leave most of each 16-deep stage empty; depthwise has its
@@ -269,5 +436,25 @@ bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, false, stream); }
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, true, stream); }
+
+bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p) {
+  WgradF32Plan q;
+  return make_wgrad_plan(p, q) && p.groups != p.in_channels;
+}
+
+int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p) {
+  WgradF32Plan q;
+  if (!make_wgrad_plan(p, q)) return 0;
+  p.weight_splits = q.splits;
+  p.bias_splits = q.splits;
+  return q.splits * (p.out_channels * q.red + p.out_channels);
+}
+
+cudaError_t launch_conv1d_bwd_weight_dense_f32(const Conv1dParams& p, cudaStream_t stream) {
+  return launch_wgrad(p, false, stream);
+}
+cudaError_t launch_conv1d_bwd_weight_dense_tf32(const Conv1dParams& p, cudaStream_t stream) {
+  return launch_wgrad(p, true, stream);
+}
 
 }  // namespace convkit
