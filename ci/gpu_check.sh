@@ -6,6 +6,7 @@
 #   bash ci/gpu_check.sh tests           # build + tests
 #   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
 #   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments
+#   BENCH2_ARGS="--cases depthwise --cuda-graph" ...   # a second benchmark run (bench2.json)
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
 #                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
 #                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
@@ -58,6 +59,10 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   eval "timeout ${BENCH_TIMEOUT:-900} $PY -m convkit.bench --json '$OUT/bench.json' ${BENCH_ARGS:-}" 2>&1 | tee "$OUT/bench.log"
   [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+  if [ -n "${BENCH2_ARGS:-}" ]; then  # a second run, e.g. other cases with --cuda-graph
+    eval "timeout ${BENCH_TIMEOUT:-900} $PY -m convkit.bench --json '$OUT/bench2.json' $BENCH2_ARGS" 2>&1 | tee "$OUT/bench2.log"
+    [ ${PIPESTATUS[0]} -eq 0 ] || status=1
+  fi
 fi
 cat "$OUT/summary.txt"
 exit $status

@@ -14,7 +14,8 @@ def section(path):
     rows = [r for r in records if not r.get("header")]
     out = [f"## `{path}`", "",
            f"One run of `python -m convkit.bench` on {head['gpu']} (torch {head['torch']}, CUDA {head['cuda']}, "
-           f"convkit {head['convkit']}, torch cudnn.allow_tf32={head['cudnn_allow_tf32']}).", "",
+           f"convkit {head['convkit']}, torch cudnn.allow_tf32={head['cudnn_allow_tf32']}; timing: "
+           f"{head.get('timing', 'eager')}).", "",
            "| case | family | dtype | dir | convkit ms | torch ms | speedup | convkit % floor | torch % floor | kernel |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -38,7 +39,9 @@ def main(paths):
            "Times are medians in ms over CUDA-event timings in one process on the same tensors. "
            "speedup = torch / convkit (> 1: convkit faster). % floor = floor / time, where the floor is "
            "max(bytes / 4.26 TB/s, FLOPs / rate) as defined in `python/convkit/bench.py`. "
-           "History and analysis: `benchmarks/NOTES.md`.", ""]
+           "Timing 'eager' times the Python call as a user makes it (host time included: it dominates "
+           "cases under ~0.2 ms); 'cuda_graph' replays a CUDA graph of the call for both libraries "
+           "(GPU time only, `--cuda-graph`). History and analysis: `benchmarks/NOTES.md`.", ""]
     for path in paths:
         out += section(path) + [""]
     print("\n".join(out))

@@ -276,11 +276,13 @@ Choice dense_grad_input(const Conv1dParams& p) {
 }
 
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
+// taps descend in equal steps (grad_input_phases), so this is a strided slice and a flip: device work
+// only, no host-to-device copy (which would synchronise).
 at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps) {
   const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), n = static_cast<int64_t>(taps.size());
-  const at::Tensor idx = at::tensor(taps, at::TensorOptions().dtype(at::kLong)).to(w.device());
-  return w.index_select(2, idx).reshape({groups, cout_g, cin_g, n}).transpose(1, 2).reshape({groups * cin_g, cout_g, n})
-      .contiguous();
+  const int64_t step = n > 1 ? taps[0] - taps[1] : 1;
+  const at::Tensor sel = w.slice(2, taps.back(), taps.front() + 1, step).flip({2});
+  return sel.reshape({groups, cout_g, cin_g, n}).transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
 }
 
 // Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16, the fp32 tile kernel

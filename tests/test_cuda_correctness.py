@@ -393,7 +393,7 @@ def test_dense_mma_fp32_master_weights(poison_outputs):
 # (Cin/groups * K) that is not a multiple of the 16-deep stage.
 F32_CASES = MMA_CASES + [
     ("red_9_cin3_k3", 2, 3, 130, 3, 300, 1, 1, 1, 1),
-    ("w2v_first_like_cin1_k10_s5", 2, 1, 40, 10, 1003, 5, 0, 1, 1),
+    ("w2v_first_like_cin2_k10_s5", 2, 2, 40, 10, 1003, 5, 0, 1, 1),
     ("cout_257_strided_view", 2, 20, 257, 2, 259, 1, 1, 3, 1),
 ]
 

@@ -43,6 +43,14 @@ template <typename T> __host__ __device__ constexpr int bwd_vec() {
 template <typename T> constexpr int fwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_FWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_FWD_VARIANT_FP32 : 0;
 }
+// Long kernels (K >= CONVKIT_DW_FWD_LONG_K) in 16 bits have their own forward choice.
+template <typename T, int K> constexpr bool fwd_long_k() { return sizeof(T) == 2 && K >= CONVKIT_DW_FWD_LONG_K; }
+template <typename T, int K> constexpr int fwd_vec_for() {
+  return fwd_long_k<T, K>() ? CONVKIT_DW_FWD_V_16BIT_LONG_K : fwd_vec<T>();
+}
+template <typename T, int K> constexpr int fwd_variant_for() {
+  return fwd_long_k<T, K>() ? CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K : fwd_variant<T>();
+}
 template <typename T> constexpr int bwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_BWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_VARIANT_FP32 : 0;
 }
@@ -672,7 +680,7 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant) {
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
   using T = typename ScalarOf<dt>::type;
-  return dw::launch_fwd<T, K, S, D, dw::fwd_vec<T>(), dw::fwd_variant<T>()>(p, stream);
+  return dw::launch_fwd<T, K, S, D, dw::fwd_vec_for<T, K>(), dw::fwd_variant_for<T, K>()>(p, stream);
 }
 
 template <DType dt, int K, int S, int D>
