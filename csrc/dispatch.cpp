@@ -199,9 +199,25 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
   return {nullptr, ""};
 }
 
+// A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L) gets its output in the same
+// layout, for the channels-last kernel (python/convkit/ops.py's fake follows the same rule).
+bool channels_last_depthwise(const at::Tensor& x, const at::Tensor& w, int64_t groups) {
+  const int64_t C = x.size(1);
+  return C > 1 && groups == C && w.size(0) == C && x.stride(1) == 1 && x.stride(2) == C;
+}
+
+// The forward's output: (B, Cout, Lout), contiguous or in the (B, L, C) layout (above).
+at::Tensor forward_output(const Conv1dParams& p, const at::Tensor& x, const at::Tensor& w) {
+  if (channels_last_depthwise(x, w, p.groups))
+    return new_output({p.batch, p.out_length, p.out_channels}, x.options()).transpose(1, 2);
+  return new_output({p.batch, p.out_channels, p.out_length}, x.options());
+}
+
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
+  if (is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_depthwise_channels_last_supports(p))
+    return {&launch_conv1d_fwd_depthwise_channels_last, "conv1d_fwd_depthwise_channels_last"};
   if (is_depthwise(p) && f != Force::kAllGeneric && depthwise_fwd_smem_bytes(p) <= smem_optin_limit()) {
     const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
@@ -367,7 +383,7 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   c10::cuda::CUDAGuard guard(x.device());
   const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
   Conv1dParams p = prepare(x, w, bias, stride, pl, pr, dilation, groups, activation);
-  at::Tensor y = new_output({p.batch, p.out_channels, p.out_length}, x.options());
+  at::Tensor y = forward_output(p, x, w);
   if (y.numel() == 0) return y;
   set_y(p, y);
   const Choice c = choose_forward(p);
@@ -469,6 +485,17 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
                                  int64_t dilation, int64_t groups) {
   c10::cuda::CUDAGuard guard(x.device());
   Conv1dParams p = prepare(x, w, c10::nullopt, stride, pl, pr, dilation, groups, kActNone);
+  // The forward's output layout, without allocating it (the pointer is never dereferenced here).
+  if (channels_last_depthwise(x, w, groups)) {
+    p.y_stride_b = p.out_length * p.out_channels;
+    p.y_stride_c = 1;
+    p.y_stride_l = p.out_channels;
+  } else {
+    p.y_stride_b = p.out_channels * p.out_length;
+    p.y_stride_c = p.out_length;
+    p.y_stride_l = 1;
+  }
+  p.y = reinterpret_cast<void*>(uintptr_t{256});
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   const Choice gi = dense_grad_input(p);

@@ -436,3 +436,43 @@ def test_tf32_flag_is_followed():
     assert rel(y_tf32, rounded) < 1e-6, "TF32 result is not the product of TF32-rounded inputs"
     assert rel(y_tf32, exact) > 1e-5, "TF32 result is as exact as IEEE: were the tensor cores used?"
     assert rel(y_ieee, exact) < 1e-6
+
+
+# Depthwise on (B, L, C) memory (x = t.transpose(1, 2) of a channels-last tensor): the forward runs the
+# channels-last kernel and returns its output in the same layout; the backward is the fused
+# depthwise one through strides. C a multiple of 8 (16-byte vectors of channels); C = 264 leaves a
+# partial block of channels, odd lengths a partial block of positions.
+CL_CASES = [
+    # (name, B, C, K, L, stride, padding, dilation, activation)
+    ("k4_causal_silu", 2, 264, 4, 301, 1, "causal", 1, "silu"),
+    ("k3_same", 3, 64, 3, 257, 1, "same", 1, None),
+    ("k31_same_gelu", 2, 136, 31, 199, 1, "same", 1, "gelu"),
+    ("k5_stride2_d2", 2, 32, 5, 403, 2, 3, 2, "relu"),
+    ("k2_valid_l2", 1, 8, 2, 2, 1, 0, 1, None),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CL_CASES, ids=[c[0] for c in CL_CASES])
+def test_depthwise_channels_last_layout(case, dtype, poison_outputs):
+    _, B, C, K, L, stride, padding, dilation, activation = case
+    x = torch.randn(B, L, C, device="cuda").to(dtype).transpose(1, 2)
+    _, w, b = make_inputs(B, C, C, K, L, C, dtype)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=C)
+    assert names["forward"] == "conv1d_fwd_depthwise_channels_last"
+    y = convkit.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=C)
+    assert y.stride(1) == 1 and y.stride(2) == C, "the output keeps the (B, L, C) layout"
+    check_case(x, w, b, stride, padding, dilation, C, dtype, activation=activation)
+
+
+def test_depthwise_channels_last_fp32_weights_and_compile():
+    x = torch.randn(2, 515, 64, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    _, w, b = make_inputs(2, 64, 64, 4, 515, 64, torch.float32)
+    check_case(x, w, b, 1, "causal", 1, 64, torch.bfloat16, activation="silu")
+
+    def f(x, w, b):
+        return convkit.conv1d(x, w, b, padding="causal", groups=64, activation="silu") * 2
+
+    y = torch.compile(f, fullgraph=True)(x, w, b)
+    assert y.stride(1) == 1, "the fake implementation and the kernel agree on the output layout"
+    torch.testing.assert_close(y, f(x, w, b))

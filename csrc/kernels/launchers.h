@@ -42,6 +42,11 @@ bool conv1d_bwd_weight_dense_mma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_mma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
+// Depthwise forward (multiplier 1) on (B, L, C)-layout x and y (channel stride 1), runtime K/S/D
+// (kernels/conv1d_depthwise_channels_last.cu).
+bool conv1d_fwd_depthwise_channels_last_supports(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_depthwise_channels_last(const Conv1dParams& p, cudaStream_t stream);
+
 // Depthwise kernels (kernels/conv1d_depthwise.cuh). K, S, D > 0: specialised, instantiated by
 // kernels/generated/*.cu from csrc/specializations.json; 0, 0, 0: the generic depthwise kernels
 // (kernels/conv1d_depthwise_generic.cu). The backward is fused (grad-input, grad-weight, grad-bias)

@@ -30,6 +30,14 @@ def out_length(length, kernel_size, stride, pad_left, pad_right, dilation):
     return (length + pad_left + pad_right - dilation * (kernel_size - 1) - 1) // stride + 1
 
 
+def channels_last_depthwise(x, weight, groups):
+    """A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L): on CUDA its output has
+    the same layout (the channels-last kernel writes it so). Must match dispatch.cpp's rule."""
+    C = x.shape[1]
+    return (x.is_cuda and C > 1 and groups == C and weight.shape[0] == C and x.stride(1) == 1
+            and x.stride(2) == C)
+
+
 def _cpu_pre_activation(x, weight, bias, stride, pad_left, pad_right, dilation, groups):
     if pad_left or pad_right:
         x = F.pad(x, (pad_left, pad_right))
@@ -51,6 +59,8 @@ def conv1d_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], stride: in
 @conv1d_forward.register_fake
 def _(x, weight, bias, stride, pad_left, pad_right, dilation, groups, activation):
     lout = out_length(x.shape[2], weight.shape[2], stride, pad_left, pad_right, dilation)
+    if channels_last_depthwise(x, weight, groups):
+        return x.new_empty((x.shape[0], lout, weight.shape[0])).transpose(1, 2)
     return x.new_empty((x.shape[0], weight.shape[0], lout))
 
 
