@@ -118,17 +118,20 @@ def force_generic(on):
             os.environ["CONVKIT_FORCE_GENERIC"] = old
 
 
-def run_case(case, dtype_name, directions, compare_generic, graph=False):
+def run_case(case, dtype_name, directions, compare_generic, graph=False, layout="bcl"):
     with tf32_allowed(DTYPES[dtype_name][1]):
-        return _run_case(case, dtype_name, directions, compare_generic, graph)
+        return _run_case(case, dtype_name, directions, compare_generic, graph, layout)
 
 
-def _run_case(case, dtype_name, directions, compare_generic, graph):
+def _run_case(case, dtype_name, directions, compare_generic, graph, layout):
     dtype = DTYPES[dtype_name][0]
     B, Cin, Cout, K, L = (case[k] for k in ("B", "Cin", "Cout", "K", "L"))
     stride, dilation, groups, padding = case["stride"], case["dilation"], case["groups"], case["padding"]
     pl, pr = resolve_padding(padding, K, stride, dilation)
-    x = torch.randn(B, Cin, L, device="cuda", dtype=dtype)
+    if layout == "blc":  # (B, L, C) memory seen as (B, C, L), as channels-last models hold it
+        x = torch.randn(B, L, Cin, device="cuda", dtype=dtype).transpose(1, 2)
+    else:
+        x = torch.randn(B, Cin, L, device="cuda", dtype=dtype)
     w = torch.randn(Cout, Cin // groups, K, device="cuda", dtype=dtype)
     b = torch.randn(Cout, device="cuda", dtype=dtype)
     kw = dict(stride=stride, dilation=dilation, groups=groups)
@@ -155,7 +158,7 @@ def _run_case(case, dtype_name, directions, compare_generic, graph):
         else:
             for t in (x, w, b):
                 t.requires_grad_(True)
-            dy = torch.randn(B, Cout, lout, device="cuda", dtype=dtype)
+            dy = torch.randn_like(y)  # y's layout: (B, L, C) for convkit's channels-last depthwise output
 
             def step(f):
                 def run():
@@ -169,7 +172,8 @@ def _run_case(case, dtype_name, directions, compare_generic, graph):
                 t.requires_grad_(False)
                 t.grad = None
         fl = floor_ms(case, dtype_name, lout, direction)
-        row = {"case": case["name"], "family": case["family"], "dtype": dtype_name,
+        row = {"case": case["name"] + ("" if layout == "bcl" else f"[{layout}]"), "family": case["family"],
+               "dtype": dtype_name, "layout": layout,
                "direction": direction, "timing": "cuda_graph" if graph else "eager", "convkit_ms": res["convkit"], "torch_ms": res["torch"], "floor_ms": fl,
                "kernel": kernel if direction == "fwd" else f"{kernel} + {names['grad_input']}"
                + ("" if names["grad_input"] == names["grad_weight"] else f" + {names['grad_weight']}")}
@@ -227,6 +231,8 @@ def main(argv=None):
     ap.add_argument("--cuda-graph", action="store_true",
                     help="time both libraries by replaying CUDA graphs of each call: the GPU time without the "
                          "per-call host time (which dominates cases under ~0.2 ms in eager mode)")
+    ap.add_argument("--layout", choices=["bcl", "blc"], default="bcl",
+                    help="input memory: (B, C, L) contiguous, or (B, L, C) seen through transpose(1, 2)")
     ap.add_argument("--json", help="write the records (and a header record) to this file")
     ap.add_argument("--plot", help="draw percent-of-floor bars to this PNG")
     args = ap.parse_args(argv)
@@ -250,7 +256,7 @@ def main(argv=None):
     rows = []
     for case in cases:
         for dtype in dtypes:
-            for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph):
+            for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph, args.layout):
                 print(fmt_row(r), flush=True)
                 rows.append(r)
             if args.json:  # rewritten after every case, so an interrupted run keeps what it measured
