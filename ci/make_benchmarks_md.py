@@ -1,7 +1,8 @@
 """Writes BENCHMARKS.md from benchmark runs' JSON (python -m convkit.bench --json ...), one section
 per run, in the order given.
 
-    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_run1_all_cases.json > BENCHMARKS.md
+    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense.json \
+        benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json > BENCHMARKS.md
 """
 import json
 import sys
