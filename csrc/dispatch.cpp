@@ -213,6 +213,24 @@ at::Tensor forward_output(const Conv1dParams& p, const at::Tensor& x, const at::
   return new_output({p.batch, p.out_channels, p.out_length}, x.options());
 }
 
+// Grad-input of a stride-1 (B, L, C) depthwise call as the channels-last forward of dy with the taps
+// reversed: dx[i] = sum_k w[k] dy[i + P - k*D] is a convolution with left padding (K-1)*D - P. The
+// reversed taps are w read backwards (negative tap stride), no copy. Pointers of dy / dx not set.
+Conv1dParams channels_last_grad_input_params(const Conv1dParams& p, const at::Tensor& w) {
+  Conv1dParams q = p;
+  q.in_length = p.out_length;
+  q.out_length = p.in_length;
+  q.pad_left = (p.kernel_size - 1) * p.dilation - p.pad_left;
+  q.w = static_cast<char*>(w.data_ptr()) + (p.kernel_size - 1) * w.stride(2) * w.element_size();
+  q.w_stride_k = -w.stride(2);
+  q.bias = nullptr;
+  q.activation = kActNone;
+  return q;
+}
+bool channels_last_grad_input_ok(const Conv1dParams& q) {
+  return q.stride == 1 && q.pad_left >= 0 && conv1d_fwd_depthwise_channels_last_supports(q);
+}
+
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
@@ -391,6 +409,21 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   return y;
 }
 
+namespace {
+
+// dy * activation'(z), z = conv(x) + bias recomputed by convkit's forward kernel (torch's elementwise
+// backward ops; they keep dy's layout).
+at::Tensor undo_activation(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                           const c10::optional<at::Tensor>& bias, int64_t stride, int64_t pl, int64_t pr,
+                           int64_t dilation, int64_t groups, int64_t activation) {
+  const at::Tensor z = conv1d_forward(x, w, bias, stride, pl, pr, dilation, groups, kActNone);
+  if (activation == kActReLU) return at::threshold_backward(dy, z, 0);
+  if (activation == kActSiLU) return at::silu_backward(dy, z);
+  return at::gelu_backward(dy, z, "none");
+}
+
+}  // namespace
+
 // Returns (grad_input, grad_weight, grad_bias); a gradient not asked for is an empty tensor.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias_in,
@@ -406,13 +439,45 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
               p.out_length, ")");
   need_bias = need_bias && bias.has_value();
   const auto opts = x.options();
-  at::Tensor dx = need_input ? new_output({p.batch, p.in_channels, p.in_length}, opts) : at::empty({0}, opts);
+  const bool cl = channels_last_depthwise(x, w, groups);
+  at::Tensor dx = !need_input ? at::empty({0}, opts)
+                  : cl        ? new_output({p.batch, p.in_length, p.in_channels}, opts).transpose(1, 2)
+                              : new_output({p.batch, p.in_channels, p.in_length}, opts);
   const auto wopts = w.options();
   at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, p.kernel_size}, wopts)
                               : at::empty({0}, wopts);
   at::Tensor db = need_bias ? new_output({p.out_channels}, wopts) : at::empty({0}, wopts);
   if (!need_input && !need_weight && !need_bias) return {dx, dw, db};
   const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+
+  if (cl && forced() != Force::kAllGeneric) {
+    // dy in the (B, L, C) layout, times activation'(z) when the forward fused one (z recomputed by the
+    // channels-last forward), then the channels-last grad-input and grad-weight kernels.
+    at::Tensor dy = dy_in;
+    if (activation != kActNone) dy = undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
+    if (!(dy.stride(1) == 1 && dy.stride(2) == p.out_channels)) dy = dy.transpose(1, 2).contiguous().transpose(1, 2);
+    Conv1dParams gi = channels_last_grad_input_params(p, w);
+    set_x(gi, dy);
+    if (need_input) set_y(gi, dx);
+    Conv1dParams gw = p;
+    set_y(gw, dy);
+    if ((!need_input || channels_last_grad_input_ok(gi)) &&
+        (!(need_weight || need_bias) || conv1d_bwd_weight_depthwise_channels_last_supports(gw))) {
+      if (need_input)
+        check_launch(launch_conv1d_fwd_depthwise_channels_last(gi, current_stream()),
+                     "conv1d_bwd_input_depthwise_channels_last");
+      if (need_weight || need_bias) {
+        gw.grad_w = need_weight ? dw.data_ptr() : nullptr;
+        gw.grad_bias = need_bias ? db.data_ptr() : nullptr;
+        gw.bias = gw.grad_bias;  // the kernel sums dy for grad-bias when this is set
+        at::Tensor ws = at::empty({plan_conv1d_bwd_weight_depthwise_channels_last(gw)}, opts.dtype(at::kFloat));
+        gw.workspace = ws.data_ptr();
+        check_launch(launch_conv1d_bwd_weight_depthwise_channels_last(gw, current_stream()),
+                     "conv1d_bwd_weight_depthwise_channels_last");
+      }
+      return {dx, dw, db};
+    }
+  }
 
   const Choice fused = choose_backward(p);
   if (fused.launch != nullptr) {
@@ -433,13 +498,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
 
   // Generic path. A fused activation is undone first: dy * act'(z), with z = conv(x) + bias
   // recomputed by convkit's forward kernel.
-  at::Tensor dy = dy_in;
-  if (activation != kActNone) {
-    at::Tensor z = conv1d_forward(x, w, bias, stride, pl, pr, dilation, groups, kActNone);
-    if (activation == kActReLU) dy = at::threshold_backward(dy_in, z, 0);
-    else if (activation == kActSiLU) dy = at::silu_backward(dy_in, z);
-    else dy = at::gelu_backward(dy_in, z, "none");
-  }
+  const at::Tensor dy = activation == kActNone
+                           ? dy_in
+                           : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
   const Choice gi = need_input ? dense_grad_input(p) : Choice{nullptr, ""};
   if (gi.launch != nullptr) {
@@ -496,6 +557,21 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
     p.y_stride_l = 1;
   }
   p.y = reinterpret_cast<void*>(uintptr_t{256});
+  if (channels_last_depthwise(x, w, groups) && forced() != Force::kAllGeneric) {
+    // the backward as conv1d_backward runs it with dy in the output's layout and dx in x's
+    Conv1dParams gi = channels_last_grad_input_params(p, w);
+    gi.x = p.y;
+    gi.x_stride_b = p.y_stride_b;
+    gi.x_stride_c = p.y_stride_c;
+    gi.x_stride_l = p.y_stride_l;
+    gi.y = p.y;
+    gi.y_stride_b = p.in_length * p.in_channels;
+    gi.y_stride_c = 1;
+    gi.y_stride_l = p.in_channels;
+    if (channels_last_grad_input_ok(gi) && conv1d_bwd_weight_depthwise_channels_last_supports(p))
+      return {choose_forward(p).name, "conv1d_bwd_input_depthwise_channels_last",
+              "conv1d_bwd_weight_depthwise_channels_last"};
+  }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   const Choice gi = dense_grad_input(p);

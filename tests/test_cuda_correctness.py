@@ -460,9 +460,24 @@ def test_depthwise_channels_last_layout(case, dtype, poison_outputs):
     _, w, b = make_inputs(B, C, C, K, L, C, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=C)
     assert names["forward"] == "conv1d_fwd_depthwise_channels_last"
+    if stride == 1:  # grad-input: the channels-last forward of dy with reversed taps
+        assert names["grad_input"] == "conv1d_bwd_input_depthwise_channels_last"
+        assert names["grad_weight"] == "conv1d_bwd_weight_depthwise_channels_last"
+    else:  # the fused depthwise backward, through strides
+        assert names["grad_input"] == names["grad_weight"] and "conv1d_bwd_depthwise" in names["grad_input"]
     y = convkit.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=C)
     assert y.stride(1) == 1 and y.stride(2) == C, "the output keeps the (B, L, C) layout"
     check_case(x, w, b, stride, padding, dilation, C, dtype, activation=activation)
+    # grad-input in x's layout, grad-weight / grad-bias the same bits on a second run
+    grads = []
+    for _ in range(2):
+        xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+        yr = convkit.conv1d(xr, wr, br, stride=stride, padding=padding, dilation=dilation, groups=C,
+                            activation=activation)
+        yr.backward(torch.ones_like(yr))
+        grads.append((xr.grad, wr.grad, br.grad))
+    assert grads[0][0].stride(1) == 1 and grads[0][0].stride(2) == C
+    assert torch.equal(grads[0][1], grads[1][1]) and torch.equal(grads[0][2], grads[1][2])
 
 
 def test_depthwise_channels_last_fp32_weights_and_compile():

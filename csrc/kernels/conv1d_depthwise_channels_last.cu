@@ -7,6 +7,7 @@
 // block's channels are staged in shared memory as fp32 ([k][channel]). K, S and D are runtime values
 // (no template instantiations per table entry: this file builds in seconds).
 // dispatch.cpp allocates y in the same layout for such inputs (python/convkit/ops.py's fake agrees).
+#include <algorithm>
 #include <cstdint>
 
 #include "activation.cuh"
@@ -111,6 +112,90 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Grad-weight and grad-bias on the same layout (multiplier 1, any stride):
+//   dw[c, k] = sum over (b, j) of dy[b, j, c] * x[b, j*S + k*D - P, c],   db[c] = sum of dy[b, j, c].
+// Block = (256 or 128 channels, one split = a contiguous range of the flattened (b, j)); warp w takes
+// positions r0 + w, r0 + w + 8, ... so the 8 warps read neighbouring rows; each thread keeps 8 taps x
+// its 16-byte vector of channels in registers and the taps are walked in chunks of 8. The block's
+// warps are summed in a fixed order through shared memory into the split's partial sums, which
+// sum_partials_kernel adds in split order: the same bits on every run.
+constexpr int kTapChunk = 8;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    conv1d_bwd_weight_dw_channels_last_kernel(const Conv1dParams p, int64_t c_tiles, int64_t per_split) {
+  constexpr int VE = vec_elems<T>();
+  constexpr int CT = block_channels<T>();
+  __shared__ float red[kWarps * 256];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t C = p.out_channels, K = p.kernel_size;
+  int64_t split, ct;
+  divmod(static_cast<int64_t>(blockIdx.x), c_tiles, split, ct);
+  const int64_t c0 = ct * CT, c = c0 + lane * VE;
+  const bool active = c < C;
+  const int64_t total = p.batch * p.out_length;
+  const int64_t r_begin = split * per_split;
+  const int64_t r_end = r_begin + per_split < total ? r_begin + per_split : total;
+  float* part_w = static_cast<float*>(p.workspace);
+  float* part_b = part_w + p.weight_splits * C * K;
+
+  // Fixed-order sum over the warps of v (this thread's VE values) into dst[channel] for the block's
+  // channels (dst indexed by the channel offset c0 + i).
+  auto block_sum_to = [&](const float* v, float* dst, int64_t dst_stride) {
+#pragma unroll
+    for (int e = 0; e < VE; ++e) red[warp * CT + lane * VE + e] = v[e];
+    __syncthreads();
+    for (int i = tid; i < CT; i += kThreads) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) s += red[w * CT + i];
+      if (c0 + i < C) dst[(c0 + i) * dst_stride] = s;
+    }
+    __syncthreads();
+  };
+
+  for (int64_t k0 = 0; k0 < K; k0 += kTapChunk) {
+    float acc[kTapChunk][VE];
+    float bsum[VE];
+#pragma unroll
+    for (int t = 0; t < kTapChunk; ++t)
+#pragma unroll
+      for (int e = 0; e < VE; ++e) acc[t][e] = 0.f;
+#pragma unroll
+    for (int e = 0; e < VE; ++e) bsum[e] = 0.f;
+    if (active) {
+      int64_t b, j;
+      divmod(r_begin + warp, p.out_length, b, j);
+#pragma unroll 1
+      for (int64_t r = r_begin + warp; r < r_end; r += kWarps) {
+        const T* xb = static_cast<const T*>(p.x) + b * p.x_stride_b + c;
+        float g[VE];
+        unpack16<T>(__ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.y) + b * p.y_stride_b +
+                                                          j * p.y_stride_l + c)), g);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) bsum[e] += g[e];
+        const int64_t start = j * p.stride - p.pad_left + k0 * p.dilation;
+#pragma unroll
+        for (int t = 0; t < kTapChunk; ++t) {
+          const int64_t pos = start + t * p.dilation;
+          if (k0 + t < K && pos >= 0 && pos < p.in_length) {
+            float xv[VE];
+            unpack16<T>(__ldg(reinterpret_cast<const uint4*>(xb + pos * p.x_stride_l)), xv);
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[t][e] = fmaf(g[e], xv[e], acc[t][e]);
+          }
+        }
+        j += kWarps;  // next position of this warp (rows may wrap into the next batch entry)
+        while (j >= p.out_length) { j -= p.out_length; ++b; }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTapChunk; ++t)  // (k0 + t < K is the same for the whole block: barriers are safe)
+      if (k0 + t < K) block_sum_to(acc[t], part_w + split * C * K + (k0 + t), K);
+    if (k0 == 0 && p.bias != nullptr) block_sum_to(bsum, part_b + split * C, 1);
+  }
+}
+
 template <typename T> bool supports_typed(const Conv1dParams& p) {
   constexpr int VE = vec_elems<T>();
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
@@ -148,6 +233,64 @@ cudaError_t launch_conv1d_fwd_depthwise_channels_last(const Conv1dParams& p, cud
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+namespace {
+template <typename T> int64_t wgrad_splits(const Conv1dParams& p) {
+  const int64_t c_tiles = ceil_div(p.out_channels, block_channels<T>());
+  const int64_t total = p.batch * p.out_length;
+  // about 4 blocks per SM, at least 64 positions per warp, workspace <= ~64 M floats
+  int64_t splits = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 4, c_tiles);
+  splits = std::min(splits, std::max<int64_t>(1, total / (64 * kWarps)));
+  splits = std::min(splits, std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * (p.kernel_size + 1))));
+  const int64_t per = ceil_div(std::max<int64_t>(total, 1), std::max<int64_t>(splits, 1));
+  return ceil_div(std::max<int64_t>(total, 1), per);
+}
+
+template <typename F> auto by_dtype(DType dt, F f) {
+  switch (dt) {
+    case DType::kFloat16: return f(__half{});
+    case DType::kBFloat16: return f(__nv_bfloat16{});
+    default: return f(float{});
+  }
+}
+}  // namespace
+
+bool conv1d_bwd_weight_depthwise_channels_last_supports(const Conv1dParams& p) {
+  // p as for the forward, with p.y = dy: the same layout conditions on x and dy.
+  return conv1d_fwd_depthwise_channels_last_supports(p);
+}
+
+int64_t plan_conv1d_bwd_weight_depthwise_channels_last(Conv1dParams& p) {
+  p.weight_splits = by_dtype(p.dtype, [&](auto tag) { return wgrad_splits<decltype(tag)>(p); });
+  p.bias_splits = p.weight_splits;
+  return p.weight_splits * p.out_channels * (p.kernel_size + 1);
+}
+
+cudaError_t launch_conv1d_bwd_weight_depthwise_channels_last(const Conv1dParams& p, cudaStream_t stream) {
+  const int64_t total = p.batch * p.out_length;
+  if (total == 0 || p.weight_splits < 1) return cudaErrorInvalidValue;
+  const int64_t per_split = ceil_div(total, p.weight_splits);
+  const int64_t n_w = p.out_channels * p.kernel_size;
+  const float* part = static_cast<const float*>(p.workspace);
+  return by_dtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t c_tiles = ceil_div(p.out_channels, block_channels<T>());
+    conv1d_bwd_weight_dw_channels_last_kernel<T>
+        <<<static_cast<unsigned>(c_tiles * p.weight_splits), kThreads, 0, stream>>>(p, c_tiles, per_split);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    // p.grad_w / p.grad_bias: the outputs, in the weights' dtype.
+    CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
+      if (p.grad_w != nullptr)
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_w, 256), p.num_sms, 8), 256, 0, stream>>>(
+            part, p.weight_splits, n_w, p.grad_w);
+      if (p.grad_bias != nullptr)
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(p.out_channels, 256), p.num_sms, 8), 256, 0, stream>>>(
+            part + p.weight_splits * n_w, p.weight_splits, p.out_channels, p.grad_bias);
+    })
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace convkit

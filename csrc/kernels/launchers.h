@@ -46,6 +46,12 @@ cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream
 // (kernels/conv1d_depthwise_channels_last.cu).
 bool conv1d_fwd_depthwise_channels_last_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_depthwise_channels_last(const Conv1dParams& p, cudaStream_t stream);
+// ... its grad-weight + grad-bias (p.y = dy; outputs p.grad_w / p.grad_bias, grad-bias summed when
+// p.bias is set; plan sets p.weight_splits and returns the fp32 values p.workspace must hold).
+// Grad-input is the forward above on dy with the taps reversed (dispatch.cpp).
+bool conv1d_bwd_weight_depthwise_channels_last_supports(const Conv1dParams& p);
+int64_t plan_conv1d_bwd_weight_depthwise_channels_last(Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_weight_depthwise_channels_last(const Conv1dParams& p, cudaStream_t stream);
 
 // Depthwise kernels (kernels/conv1d_depthwise.cuh). K, S, D > 0: specialised, instantiated by
 // kernels/generated/*.cu from csrc/specializations.json; 0, 0, 0: the generic depthwise kernels

@@ -87,7 +87,12 @@ def conv1d_backward(grad_out: Tensor, x: Tensor, weight: Tensor, bias: Optional[
 @conv1d_backward.register_fake
 def _(grad_out, x, weight, bias, stride, pad_left, pad_right, dilation, groups, activation, need_input,
       need_weight, need_bias):
-    gx = x.new_empty(x.shape if need_input else (0,))
+    if not need_input:
+        gx = x.new_empty((0,))
+    elif channels_last_depthwise(x, weight, groups):  # dispatch.cpp gives grad-input x's layout then
+        gx = x.new_empty((x.shape[0], x.shape[2], x.shape[1])).transpose(1, 2)
+    else:
+        gx = x.new_empty(x.shape)
     gw = weight.new_empty(weight.shape if need_weight else (0,))
     gb = weight.new_empty((weight.shape[0],) if (need_bias and bias is not None) else (0,))
     return gx, gw, gb
