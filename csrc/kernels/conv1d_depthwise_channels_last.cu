@@ -2,9 +2,9 @@
 // views of channels-last tensors (channel stride 1), so one position of one row is C contiguous
 // elements. Threads run along the channels, 16 bytes (8 bf16/fp16 or 4 fp32 channels) each, a warp
 // covering 32 such vectors; the 8 warps of a block take 8 consecutive outputs each of the same
-// channels. Every x load is a fully coalesced 512-byte warp access. Undilated, a warp sweeps the rows its
-// 8 outputs cover once, adding each row to every output whose tap lands on it; dilated, each output
-// walks its own taps. The taps of the block's channels are staged in shared memory as fp32 ([k][channel]). K, S and D are runtime values
+// channels. Every x load is a fully coalesced 512-byte warp access; the K taps of consecutive outputs
+// overlap, so after the first output each further one reads mostly L1-resident data. The taps of the
+// block's channels are staged in shared memory as fp32 ([k][channel]). K, S and D are runtime values
 // (no template instantiations per table entry: this file builds in seconds).
 // dispatch.cpp allocates y in the same layout for such inputs (python/convkit/ops.py's fake agrees).
 #include <algorithm>
@@ -87,55 +87,27 @@ __global__ void __launch_bounds__(kThreads)
     const T* xb = static_cast<const T*>(p.x) + b * p.x_stride_b + c;
     T* yb = static_cast<T*>(p.y) + b * p.y_stride_b + c;
     const int64_t j_begin = lt * kOutPerBlock + warp * kOutPerWarp;
-    if (j_begin >= p.out_length) continue;
-    const int n_out = static_cast<int>(p.out_length - j_begin < kOutPerWarp ? p.out_length - j_begin : kOutPerWarp);
-    float acc[kOutPerWarp][VE];
-#pragma unroll
-    for (int jj = 0; jj < kOutPerWarp; ++jj)
-#pragma unroll
-      for (int e = 0; e < VE; ++e) acc[jj][e] = bias[e];
-    const int64_t start0 = j_begin * p.stride - p.pad_left;
-    if (p.dilation == 1) {
-      // Undilated: the warp's outputs read rows start0 .. start0 + (n_out-1)*S + K-1; each row is
-      // loaded once and added to every output whose tap k = r - jj*S lands on it.
-      const int64_t rows = static_cast<int64_t>(n_out - 1) * p.stride + K;
 #pragma unroll 1
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t pos = start0 + r;
+    for (int jj = 0; jj < kOutPerWarp; ++jj) {
+      const int64_t j = j_begin + jj;
+      if (j >= p.out_length) break;
+      float acc[VE];
+#pragma unroll
+      for (int e = 0; e < VE; ++e) acc[e] = bias[e];
+      const int64_t start = j * p.stride - p.pad_left;
+#pragma unroll 4
+      for (int k = 0; k < K; ++k) {
+        const int64_t pos = start + k * p.dilation;
         if (pos < 0 || pos >= p.in_length) continue;
         float xv[VE];
         unpack16<T>(__ldg(reinterpret_cast<const uint4*>(xb + pos * p.x_stride_l)), xv);
+        const float* wk = w_s + k * CT + lane * VE;
 #pragma unroll
-        for (int jj = 0; jj < kOutPerWarp; ++jj) {
-          const int64_t k = r - jj * p.stride;
-          if (k < 0 || k >= K) continue;
-          const float* wk = w_s + k * CT + lane * VE;
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[jj][e] = fmaf(wk[e], xv[e], acc[jj][e]);
-        }
+        for (int e = 0; e < VE; ++e) acc[e] = fmaf(wk[e], xv[e], acc[e]);
       }
-    } else {
 #pragma unroll
-      for (int jj = 0; jj < kOutPerWarp; ++jj) {
-        const int64_t start = start0 + jj * p.stride;
-#pragma unroll 1
-        for (int k = 0; k < K; ++k) {
-          const int64_t pos = start + k * p.dilation;
-          if (pos < 0 || pos >= p.in_length) continue;
-          float xv[VE];
-          unpack16<T>(__ldg(reinterpret_cast<const uint4*>(xb + pos * p.x_stride_l)), xv);
-          const float* wk = w_s + k * CT + lane * VE;
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[jj][e] = fmaf(wk[e], xv[e], acc[jj][e]);
-        }
-      }
-    }
-#pragma unroll
-    for (int jj = 0; jj < kOutPerWarp; ++jj) {
-      if (jj >= n_out) break;
-#pragma unroll
-      for (int e = 0; e < VE; ++e) acc[jj][e] = activate(p.activation, acc[jj][e]);
-      *reinterpret_cast<uint4*>(yb + (j_begin + jj) * p.y_stride_l) = pack16<T>(acc[jj]);
+      for (int e = 0; e < VE; ++e) acc[e] = activate(p.activation, acc[e]);
+      *reinterpret_cast<uint4*>(yb + j * p.y_stride_l) = pack16<T>(acc);
     }
   }
 }
@@ -309,7 +281,15 @@ cudaError_t launch_conv1d_bwd_weight_depthwise_channels_last(const Conv1dParams&
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     // p.grad_w / p.grad_bias: the outputs, in the weights' dtype.
-    return sum_weight_bias_partials<T>(p, part, p.weight_splits, n_w, p.out_channels, p.grad_w, p.grad_bias, stream);
+    CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
+      if (p.grad_w != nullptr)
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_w, 256), p.num_sms, 8), 256, 0, stream>>>(
+            part, p.weight_splits, n_w, p.grad_w);
+      if (p.grad_bias != nullptr)
+        sum_partials_kernel<param_t><<<grid_for(ceil_div(p.out_channels, 256), p.num_sms, 8), 256, 0, stream>>>(
+            part + p.weight_splits * n_w, p.weight_splits, p.out_channels, p.grad_bias);
+    })
+    return cudaGetLastError();
   });
 }
 
