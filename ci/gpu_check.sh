@@ -7,6 +7,9 @@
 #   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
 #   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments
 #   BENCH2_ARGS="--cases depthwise --cuda-graph" ...   # a second benchmark run (bench2.json)
+#   PROFILE_ARGS="--cases kb76_dense_s3d4 --dtypes bfloat16" bash ci/gpu_check.sh profile
+#                                        # build, then Nsight Compute on one forward + backward per case
+#                                        # (ci/profile_cases.py): $OUT/ncu.txt
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
 #                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
 #                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
@@ -55,6 +58,15 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
   echo "tests: $(tail -1 "$OUT/tests.log") (exit $rc)" | tee -a "$OUT/summary.txt"
   [ $rc -eq 0 ] || status=1
+fi
+if [ "$what" = profile ]; then
+  # --clock-control none: leave the clocks alone (device METHOD.md); kernels of convkit only.
+  ncu --clock-control none -k regex:conv1d --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section MemoryWorkloadAnalysis \
+      $PY "$repo/ci/profile_cases.py" ${PROFILE_ARGS:---cases kb76_dense_s3d4 --dtypes bfloat16} \
+      > "$OUT/ncu.txt" 2>&1 || status=1
+  grep -E "conv1d|Duration|Memory Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy" \
+      "$OUT/ncu.txt" | head -80
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   eval "timeout ${BENCH_TIMEOUT:-900} $PY -m convkit.bench --json '$OUT/bench.json' ${BENCH_ARGS:-}" 2>&1 | tee "$OUT/bench.log"
