@@ -338,7 +338,6 @@ WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
   return {nullptr, nullptr, ""};
 }
 
-
 // The fused depthwise backward, or {nullptr, ...} when the call needs the generic backward kernels.
 Choice choose_backward(const Conv1dParams& p) {
   const Force f = forced();
@@ -547,7 +546,8 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   c10::cuda::CUDAGuard guard(x.device());
   Conv1dParams p = prepare(x, w, c10::nullopt, stride, pl, pr, dilation, groups, kActNone);
   // The forward's output layout, without allocating it (the pointer is never dereferenced here).
-  if (channels_last_depthwise(x, w, groups)) {
+  const bool cl = channels_last_depthwise(x, w, groups);
+  if (cl) {
     p.y_stride_b = p.out_length * p.out_channels;
     p.y_stride_c = 1;
     p.y_stride_l = p.out_channels;
@@ -557,7 +557,7 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
     p.y_stride_l = 1;
   }
   p.y = reinterpret_cast<void*>(uintptr_t{256});
-  if (channels_last_depthwise(x, w, groups) && forced() != Force::kAllGeneric) {
+  if (cl && forced() != Force::kAllGeneric) {
     // the backward as conv1d_backward runs it with dy in the output's layout and dx in x's
     Conv1dParams gi = channels_last_grad_input_params(p, w);
     gi.x = p.y;
@@ -575,8 +575,9 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
   const Choice gi = dense_grad_input(p);
+  const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
-          dense_grad_weight(p).launch != nullptr ? dense_grad_weight(p).name : "conv1d_bwd_weight_generic"};
+          gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};
 }
 
 std::vector<std::tuple<std::string, int, int, int>> spec_entries() {
