@@ -177,7 +177,7 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
   Conv1dParams q = p;  // backward: y holds dy; writes grad_x, grad_w, grad_bias
   q.y = dy; q.grad_x = dx; q.gx_stride_b = p.x_stride_b; q.gx_stride_c = p.x_stride_c; q.gx_stride_l = 1;
   q.grad_w = dwt; q.grad_bias = dbt;
-  const int64_t ws_elems = dw::plan_bwd(q, V, BV);
+  const int64_t ws_elems = dw::plan_bwd(q, V, BV, TK > 0);
   CHECK(cudaMalloc(&ws, ws_elems * sizeof(float)));
   q.workspace = ws;
 
@@ -220,16 +220,37 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
 // 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct, 8 Toeplitz
-// on tensor cores (16-bit, stride 1); bwd 0 staged,
-// 1 pipelined, 2 + interleaved runs, 3 direct. Earlier runs' clear losers (0, 2, 3 and V=8 of the
+// on tensor cores (16-bit, stride 1), 9 streaming; bwd 0 staged,
+// 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming. Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
+#ifdef QUICK  // the library's current choices against the streaming kernels only
+  if constexpr (sizeof(T) == 2) {
+    run<T, K, S, D, 32, 7, 1>(c, tn, sms);
+    run<T, K, S, D, 16, 8, 3>(c, tn, sms);
+    run<T, K, S, D, 32, 9, 4>(c, tn, sms);
+  } else {
+    run<T, K, S, D, 16, 6, 1>(c, tn, sms);
+    run<T, K, S, D, 4, 9, 4>(c, tn, sms);
+  }
+  run<T, K, S, D, 16, 9, 4>(c, tn, sms);
+  run<T, K, S, D, 8, 9, 4>(c, tn, sms);
+  return;
+#endif
   run<T, K, S, D, 16, 1, 1>(c, tn, sms);
   run<T, K, S, D, 16, 4, 2>(c, tn, sms);
   run<T, K, S, D, 16, 5, 1>(c, tn, sms);  // warp-coalesced stores
   run<T, K, S, D, 16, 6, 2>(c, tn, sms);
   run<T, K, S, D, 8, 7, 3>(c, tn, sms);   // direct kernels
   run<T, K, S, D, 16, 7, 3>(c, tn, sms);
+  // streaming kernels (conv1d_depthwise_stream.cuh): V / VE 16-byte units per thread
+  run<T, K, S, D, 16, 9, 4>(c, tn, sms);
+  run<T, K, S, D, 8, 9, 4>(c, tn, sms);
+  if constexpr (sizeof(T) == 2) {
+    run<T, K, S, D, 32, 9, 4>(c, tn, sms);
+  } else {
+    run<T, K, S, D, 4, 9, 4>(c, tn, sms);
+  }
   if constexpr (sizeof(T) == 2) {
     run<T, K, S, D, 32, 7, 3>(c, tn, sms);
     run<T, K, S, D, 16, 8, 3>(c, tn, sms);  // tensor-core Toeplitz forward (stride 1; else direct)

@@ -10,6 +10,7 @@
 #   PROFILE_ARGS="--cases kb76_dense_s3d4 --dtypes bfloat16" bash ci/gpu_check.sh profile
 #                                        # build, then Nsight Compute on one forward + backward per case
 #                                        # (ci/profile_cases.py): $OUT/ncu.txt
+#   bash ci/gpu_check.sh micro           # only the kernel micro-benchmark (ci/dw_micro.cu) into micro.log
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
 #                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
 #                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
@@ -26,6 +27,15 @@ status=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+
+if [ "$what" = micro ]; then  # the micro-benchmark only (MICRO_FLAGS=-DQUICK: current choices vs streaming)
+  for n in 1 2 3 4 5 6 7 8; do
+    nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n ${MICRO_FLAGS:-} "$repo/ci/dw_micro.cu" -o /tmp/dw_micro$n &
+  done
+  wait
+  for n in 1 2 3 4 5 6 7 8; do timeout 120 /tmp/dw_micro$n; done 2>&1 | tee "$OUT/micro.log"
+  exit 0
+fi
 
 if [ "$what" = tune ]; then
   for n in 1 2 3 4 5 6 7 8; do

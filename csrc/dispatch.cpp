@@ -157,6 +157,7 @@ Force forced() {
 struct Choice {
   LaunchFn launch;
   std::string name;
+  bool specialised = false;  // a fixed-(K, S, D) entry of the table (choose_backward)
 };
 
 const SpecEntry* find_spec(const char* family, const Conv1dParams& p) {
@@ -345,7 +346,7 @@ Choice choose_backward(const Conv1dParams& p) {
                         depthwise_bwd_smem_bytes(p) <= smem_optin_limit();
   if (eligible) {
     const SpecEntry* e = f == Force::kNone ? find_spec("depthwise", p) : nullptr;
-    if (e != nullptr) return {e->backward[static_cast<int>(p.dtype)], spec_name("conv1d_bwd_depthwise", *e)};
+    if (e != nullptr) return {e->backward[static_cast<int>(p.dtype)], spec_name("conv1d_bwd_depthwise", *e), true};
     if (p.kernel_size <= kDepthwiseBwdMaxRuntimeK)
       return {kDepthwiseGenericEntry.backward[static_cast<int>(p.dtype)], "conv1d_bwd_depthwise_generic"};
   }
@@ -489,7 +490,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     }
     p.grad_w = need_weight ? dw.data_ptr() : nullptr;
     p.grad_bias = need_bias ? db.data_ptr() : nullptr;
-    at::Tensor ws = at::empty({plan_depthwise_bwd(p)}, opts.dtype(acc_dtype));
+    at::Tensor ws = at::empty({plan_depthwise_bwd(p, fused.specialised)}, opts.dtype(acc_dtype));
     p.workspace = ws.data_ptr();
     check_launch(fused.launch(p, current_stream()), fused.name);
     return {dx, dw, db};

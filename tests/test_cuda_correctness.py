@@ -324,6 +324,42 @@ def test_every_specialised_entry_on_aligned_rows(entry, dtype, padding, poison_o
     check_case(x, w, b, S, pad, D, C, dtype)
 
 
+# The streaming kernels (csrc/kernels/conv1d_depthwise_stream.cuh) run depthwise calls on rows of whole
+# 16-byte vectors. Lengths: 640 (one partly filled block), 2048 (exactly one block of the base tile),
+# 8192 + 64 (16-bit types take the doubled tile there: two full blocks, then one edge block). Paddings:
+# each compiled mode (causal, "same" = (K-1)*D/2, anything else at run time).
+@pytest.mark.parametrize("length", [640, 2048, 8192 + 64])
+@pytest.mark.parametrize("padding", ["causal", "same", 1, 0])
+@pytest.mark.parametrize("ksd", [(4, 1, 1), (3, 1, 1), (4, 2, 1), (3, 1, 2)], ids=lambda e: "K%d_S%d_D%d" % e)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_depthwise_streaming_kernels(dtype, ksd, padding, length, poison_outputs):
+    K, S, D = ksd
+    if S > 1 and padding == "same":
+        pytest.skip("torch allows padding='same' only at stride 1")
+    if ("depthwise", K, S, D) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    C = 6
+    x, w, b = make_inputs(2, C, C, K, length, C, dtype)
+    names = convkit.explain(x, w, b, stride=S, padding=padding, dilation=D, groups=C)
+    assert names["forward"] == f"conv1d_fwd_depthwise<K={K},S={S},D={D}>"
+    check_case(x, w, b, S, padding, D, C, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_depthwise_grad_weight_is_deterministic(dtype):
+    """The depthwise backward's grad-weight / grad-bias: per-block partial sums added in a fixed order."""
+    C = 64
+    x, w, b = make_inputs(4, C, C, 4, 8192, C, dtype)
+    dy = torch.randn(4, C, 8192, device="cuda").to(dtype)
+    grads = []
+    for _ in range(3):
+        wr, br = w.clone().requires_grad_(), b.clone().requires_grad_()
+        convkit.conv1d(x, wr, br, padding="causal", groups=C).backward(dy)
+        grads.append((wr.grad, br.grad))
+    for gw, gb in grads[1:]:
+        assert torch.equal(gw, grads[0][0]) and torch.equal(gb, grads[0][1])
+
+
 @pytest.mark.parametrize("padding", [1, "causal"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_depthwise_length_sliced_view(padding, dtype, poison_outputs):

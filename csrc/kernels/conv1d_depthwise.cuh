@@ -43,18 +43,26 @@ template <typename T> __host__ __device__ constexpr int bwd_vec() {
 template <typename T> constexpr int fwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_FWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_FWD_VARIANT_FP32 : 0;
 }
-// Long kernels (K >= CONVKIT_DW_FWD_LONG_K) in 16 bits have their own forward choice.
-template <typename T, int K> constexpr bool fwd_long_k() { return sizeof(T) == 2 && K >= CONVKIT_DW_FWD_LONG_K; }
+// Long kernels (K >= CONVKIT_DW_FWD_LONG_K) have their own forward choice per element size.
+template <typename T, int K> constexpr bool fwd_long_k() { return sizeof(T) < 8 && K >= CONVKIT_DW_FWD_LONG_K; }
 template <typename T, int K> constexpr int fwd_vec_for() {
-  return fwd_long_k<T, K>() ? CONVKIT_DW_FWD_V_16BIT_LONG_K : fwd_vec<T>();
+  return !fwd_long_k<T, K>() ? fwd_vec<T>() : sizeof(T) == 2 ? CONVKIT_DW_FWD_V_16BIT_LONG_K : CONVKIT_DW_FWD_V_FP32_LONG_K;
 }
 template <typename T, int K> constexpr int fwd_variant_for() {
-  return fwd_long_k<T, K>() ? CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K : fwd_variant<T>();
+  return !fwd_long_k<T, K>() ? fwd_variant<T>()
+         : sizeof(T) == 2    ? CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K
+                             : CONVKIT_DW_FWD_VARIANT_FP32_LONG_K;
 }
 template <typename T> constexpr int bwd_variant() {
   return sizeof(T) == 2 ? CONVKIT_DW_BWD_VARIANT_16BIT : sizeof(T) == 4 ? CONVKIT_DW_BWD_VARIANT_FP32 : 0;
 }
-inline int bwd_variant(DType dt) {
+// Long kernels (K >= CONVKIT_DW_BWD_LONG_K) have their own backward choice; plan_bwd (not a
+// template) uses the runtime twin, which must agree.
+template <typename T, int K> constexpr int bwd_variant_for() {
+  return sizeof(T) < 8 && K >= CONVKIT_DW_BWD_LONG_K ? CONVKIT_DW_BWD_VARIANT_LONG_K : bwd_variant<T>();
+}
+inline int bwd_variant(DType dt, int64_t K) {
+  if (dt != DType::kFloat64 && K >= CONVKIT_DW_BWD_LONG_K) return CONVKIT_DW_BWD_VARIANT_LONG_K;
   return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_BWD_VARIANT_16BIT
          : dt == DType::kFloat32                         ? CONVKIT_DW_BWD_VARIANT_FP32
                                                          : 0;
@@ -519,6 +527,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_kernel(const Conv1dPar
 
 #include "conv1d_depthwise_pipelined.cuh"
 #include "conv1d_depthwise_direct.cuh"
+#include "conv1d_depthwise_stream.cuh"
 
 namespace convkit {
 namespace dw {
@@ -574,6 +583,19 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
+  if constexpr (kVariant == 9 && K > 0 && S > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
+    const int v = stream_vec(sizeof(T), p.out_length, V);
+    const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
+    if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
+      const int mode = stream_pad_mode(p.pad_left, K, D);
+      if (v == V) {
+        launch_fwd_stream<T, K, S, D, V>(p, mode, static_cast<unsigned>(n), stream);
+      } else if constexpr (sizeof(T) == 2) {
+        launch_fwd_stream<T, K, S, D, 2 * V>(p, mode, static_cast<unsigned>(n), stream);
+      }
+      return cudaGetLastError();
+    }
+  }
   if constexpr ((kVariant == 7 || kVariant == 8) && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
@@ -581,7 +603,9 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
-  if constexpr (kVariant > 0 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+  // (9: the streaming kernel covers every call the pipelined one could take but rows of 2^30+
+  // elements, which take the staged kernel: not compiling the pipelined one keeps the build short.)
+  if constexpr (kVariant > 0 && kVariant != 9 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     if (fwd_pipelined_ok<T>(p, K, D)) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
@@ -616,6 +640,20 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
   bool launched = false;
+  if constexpr (kVariant == 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
+    const int64_t len = std::max(p.in_length, p.out_length);
+    const int v = stream_vec(sizeof(T), len, V);
+    if (bwd_stream_ok(p, v)) {
+      const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
+      const int mode = stream_pad_mode(p.pad_left, K, D);
+      if (v == V) {
+        launch_bwd_stream<T, K, D, V>(p, mode, n, stream);
+      } else if constexpr (sizeof(T) == 2) {
+        launch_bwd_stream<T, K, D, 2 * V>(p, mode, n, stream);
+      }
+      launched = true;
+    }
+  }
   if constexpr (kVariant == 3 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
     if (bwd_direct_ok(p, V)) {
       conv1d_bwd_dw_direct_kernel<T, K, D, V>
@@ -624,7 +662,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  if constexpr (kVariant > 0 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
+  if constexpr (kVariant > 0 && kVariant != 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {  // (4: as fwd 9)
     if (!launched && bwd_pipelined_ok<T>(p, K, S, D)) {
       constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
       constexpr bool kInterleave = kVariant == 2;  // (3: the direct kernel, else variant 1)
@@ -661,11 +699,20 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
 // Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles;
 // the direct kernel (backward variant 3) makes one split per (b, tile).
 // Sets p.weight_splits; returns the accumulator values p.workspace must hold.
-inline int64_t plan_bwd(Conv1dParams& p, int v, int variant) {
+// `specialised`: the launch is a fixed-(K, S, D) kernel (the direct and streaming kernels exist only there).
+inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   const int64_t C = p.out_channels;
-  if (variant == 3 && bwd_direct_ok(p, v)) {
+  if (specialised && variant == 3 && bwd_direct_ok(p, v)) {
     p.weight_splits = direct_bwd_splits(p, v);
     return p.weight_splits * (C * p.kernel_size + C);
+  }
+  if (specialised && variant == 4) {
+    const int size = p.dtype == DType::kFloat32 ? 4 : p.dtype == DType::kFloat64 ? 8 : 2;
+    const int vs = stream_vec(size, std::max(p.in_length, p.out_length), v);
+    if (bwd_stream_ok(p, vs)) {
+      p.weight_splits = direct_bwd_splits(p, vs);
+      return p.weight_splits * (C * p.kernel_size + C);
+    }
   }
   const int64_t tile = int64_t{kThreads} * v;
   const int64_t n_tiles = std::max(ceil_div(p.out_length, tile), ceil_div(p.in_length, tile * p.stride));
@@ -686,7 +733,7 @@ cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stre
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream) {
   using T = typename ScalarOf<dt>::type;
-  return dw::launch_bwd<T, K, S, D, dw::bwd_vec<T>(), dw::bwd_variant<T>()>(p, stream);
+  return dw::launch_bwd<T, K, S, D, dw::bwd_vec<T>(), dw::bwd_variant_for<T, K>()>(p, stream);
 }
 
 #define CONVKIT_INSTANTIATE_DEPTHWISE(K, S, D)                                                          \

@@ -5,23 +5,34 @@
 //   *_VARIANT which kernel: forward 0 staged, 1 pipelined, 2 pipelined with interleaved runs,
 //             3 pipelined in grid-stride tile order, 4 both, 5 pipelined with warp-coalesced
 //             stores, 6 the same in grid-stride order, 7 direct (one block per tile,
-//             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1);
-//             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct
+//             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1),
+//             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2);
+//             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
+//             4 streaming
 //             (see launch_fwd / launch_bwd).
-//   *_LONG_K  16-bit forward for K >= CONVKIT_DW_FWD_LONG_K (set by hand from the micro-benchmark's
-//             K31 rows: the Toeplitz kernel is the fastest there by 20-50 %; the picker's one choice
-//             per dtype class is made on the short kernels).
+//   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
+//             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,
+//             fp32 keeps the pipelined forward and both keep the pipelined backward, which are 1.5-2x
+//             faster there than the streaming kernels; the picker's one choice per dtype class is
+//             made on the short kernels).
+// Streaming variants (fwd 9, bwd 4) double V for 16-bit types on rows that fill the bigger block
+// (stream_vec). Session 5 micro-benchmark (benchmarks/NOTES.md): streaming fwd 87.8-95.6 % of the
+// floor on kb_dw_k3 / shortconv (direct: 73-75 %), fp32 94-96 %; bwd 77-91 %.
 #pragma once
 
-#define CONVKIT_DW_FWD_V_16BIT 32
-#define CONVKIT_DW_FWD_VARIANT_16BIT 7
+#define CONVKIT_DW_FWD_V_16BIT 16
+#define CONVKIT_DW_FWD_VARIANT_16BIT 9
 #define CONVKIT_DW_FWD_V_FP32 16
-#define CONVKIT_DW_FWD_VARIANT_FP32 6
+#define CONVKIT_DW_FWD_VARIANT_FP32 9
 #define CONVKIT_DW_BWD_V_16BIT 16
-#define CONVKIT_DW_BWD_VARIANT_16BIT 1
+#define CONVKIT_DW_BWD_VARIANT_16BIT 4
 #define CONVKIT_DW_BWD_V_FP32 16
-#define CONVKIT_DW_BWD_VARIANT_FP32 1
+#define CONVKIT_DW_BWD_VARIANT_FP32 4
 
 #define CONVKIT_DW_FWD_LONG_K 15
 #define CONVKIT_DW_FWD_V_16BIT_LONG_K 16
 #define CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K 8
+#define CONVKIT_DW_FWD_V_FP32_LONG_K 16
+#define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
+#define CONVKIT_DW_BWD_LONG_K 15
+#define CONVKIT_DW_BWD_VARIANT_LONG_K 1

@@ -21,5 +21,7 @@ int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p) { return dw::fwd_smem_by
 
 int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p) { return dw::bwd_smem_bytes(p, dw::bwd_vec(p.dtype)); }
 
-int64_t plan_depthwise_bwd(Conv1dParams& p) { return dw::plan_bwd(p, dw::bwd_vec(p.dtype), dw::bwd_variant(p.dtype)); }
+int64_t plan_depthwise_bwd(Conv1dParams& p, bool specialised) {
+  return dw::plan_bwd(p, dw::bwd_vec(p.dtype), dw::bwd_variant(p.dtype, p.kernel_size), specialised);
+}
 }  // namespace convkit

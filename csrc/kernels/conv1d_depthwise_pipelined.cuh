@@ -50,21 +50,13 @@ __device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q
   }
 }
 
-// out[m] = element (VE * vec0 + shift + m) of the staged buffer, m < N, as float. `shift` is in
-// [0, VE) and uniform over the launch; the shift is done on registers: select stages for whole
-// 32-bit words, then (16-bit types) a byte permute for an odd element.
-template <typename T, int N>
-__device__ __forceinline__ void read_window(const uint4* buf, int vec0, int shift, float (&out)[N]) {
-  constexpr int VE = VecOf<T>::kElems;
-  constexpr int kPerWord = 4 / sizeof(T);                 // elements per 32-bit word
-  constexpr int NV = (N + VE - 1 + VE - 1) / VE;          // 16-byte vectors covering shift + N
-  constexpr int NW = NV * 4;
-  uint32_t w[NW];
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const uint4 u = buf[vec0 + v];
-    w[4 * v] = u.x; w[4 * v + 1] = u.y; w[4 * v + 2] = u.z; w[4 * v + 3] = u.w;
-  }
+// out[m] = element (shift + m) of the 32-bit words w (16-byte vectors' words in order), m < N, as
+// float. `shift` is in [0, VE) and uniform over the launch; the shift is done on registers: select
+// stages for whole 32-bit words, then (16-bit types) a byte permute for an odd element. w is clobbered.
+template <typename T, int N, int NW>
+__device__ __forceinline__ void window_from_words(uint32_t (&w)[NW], int shift, float (&out)[N]) {
+  constexpr int kPerWord = 4 / sizeof(T);  // elements per 32-bit word
+  static_assert(NW * kPerWord >= N + 16 / sizeof(T) - 1, "words cover shift + N");
   const int wshift = shift / kPerWord;  // whole words: 0..3
 #pragma unroll
   for (int i = 0; i + 1 < NW; ++i) w[i] = (wshift & 1) ? w[i + 1] : w[i];
@@ -81,6 +73,24 @@ __device__ __forceinline__ void read_window(const uint4* buf, int vec0, int shif
 #pragma unroll
     for (int m = 0; m < N; ++m) out[m] = __uint_as_float(w[m]);
   }
+}
+
+// 16-byte vectors covering `shift` (< VE) + N elements.
+template <typename T> __host__ __device__ constexpr int window_vecs(int n) {
+  return (n + 2 * VecOf<T>::kElems - 2) / VecOf<T>::kElems;
+}
+
+// out[m] = element (VE * vec0 + shift + m) of the staged buffer, m < N, as float (see window_from_words).
+template <typename T, int N>
+__device__ __forceinline__ void read_window(const uint4* buf, int vec0, int shift, float (&out)[N]) {
+  constexpr int NV = window_vecs<T>(N);
+  uint32_t w[NV * 4];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const uint4 u = buf[vec0 + v];
+    w[4 * v] = u.x; w[4 * v + 1] = u.y; w[4 * v + 2] = u.z; w[4 * v + 3] = u.w;
+  }
+  window_from_words<T>(w, shift, out);
 }
 
 // Walks tiles (b, co, lt), lt fastest, then the output channel co (whose input channel is

@@ -67,7 +67,8 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
 int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p);
 int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p);
 // Sets p.weight_splits for the fused backward; returns the accumulator values p.workspace must hold.
-int64_t plan_depthwise_bwd(Conv1dParams& p);
+// `specialised`: the launch is a fixed-(K, S, D) entry of the table, not the generic kernel.
+int64_t plan_depthwise_bwd(Conv1dParams& p, bool specialised);
 // The largest kernel size the generic (runtime-K) depthwise backward supports.
 constexpr int kDepthwiseBwdMaxRuntimeK = 32;
 
