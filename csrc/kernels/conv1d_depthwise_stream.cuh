@@ -235,7 +235,7 @@ __device__ __forceinline__ void fwd_stream_block(const Conv1dParams& p, const T*
 }
 
 template <typename T, int K, int S, int D, int V, int kPadMode>
-__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_stream_kernel(const Conv1dParams p) {
+__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
   using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   const int64_t n_segs = ceil_div(p.out_length, int64_t{Cfg::kTile});
@@ -255,9 +255,9 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_stream_kernel(const Co
                     rows_vec_aligned<VE>(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
   T* yrow = static_cast<T*>(p.y) + y_off;
   if (fast) {
-    fwd_stream_block<T, K, S, D, V, kPadMode, true>(p, xrow, yrow, y_off, co, ub, n_units);
-  } else {
-    fwd_stream_block<T, K, S, D, V, kPadMode, false>(p, xrow, yrow, y_off, co, ub, n_units);
+    if (!edge_only) fwd_stream_block<T, K, S, D, V, kPadMode, true>(p, xrow, yrow, y_off, co, ub, n_units);
+  } else if constexpr (kPadMode == 0) {
+    fwd_stream_block<T, K, S, D, V, 0, false>(p, xrow, yrow, y_off, co, ub, n_units);
   }
 }
 
@@ -323,7 +323,7 @@ __device__ __forceinline__ void bwd_stream_block(const Conv1dParams& p, const T*
 }
 
 template <typename T, int K, int D, int V, int kPadMode>
-__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_stream_kernel(const Conv1dParams p) {
+__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
   using Cfg = StreamCfg<T, K, 1, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   __shared__ float sums[kThreads / 32][K + 1];
@@ -349,11 +349,12 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_stream_kernel(const Co
   float gw[K], gb = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) gw[k] = 0.0f;
+  if ((fast && edge_only) || (!fast && kPadMode != 0)) return;  // block-uniform: another launch's block
   if (ub + warp * 32 < n_units) {  // warp-uniform: the warp has units in the row
     if (fast) {
       bwd_stream_block<T, K, D, V, kPadMode, true>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
-    } else {
-      bwd_stream_block<T, K, D, V, kPadMode, false>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
+    } else if constexpr (kPadMode == 0) {
+      bwd_stream_block<T, K, D, V, 0, false>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
     }
   }
 
@@ -383,22 +384,36 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_stream_kernel(const Co
 namespace convkit {
 namespace dw {
 
-// Launches with the padding mode as a template argument (see stream_pad).
+// Launches. Blocks whose own loads and stores are all inside their rows (and whose output rows are
+// aligned) run the unguarded body of the padding mode's kernel (stream_pad); the others ("edge"
+// blocks: the last segment of ragged rows, unaligned outputs) are left to a second launch of the
+// runtime-padding kernel with edge_only, made only when such blocks exist. So the guarded body is
+// compiled once per (T, K, S, D, V), not once per padding mode, which keeps the build time down.
+// The host's test mirrors the kernels' per-block test: the last segment is the least inside.
+inline bool stream_has_edge_blocks(int64_t in_len, int64_t out_len, int64_t stride, int64_t tile, bool out_aligned) {
+  const int64_t end = ceil_div(out_len, tile) * tile;  // one past the last segment's last output
+  return !(end * stride <= in_len && end <= out_len && out_aligned);
+}
+
 template <typename T, int K, int S, int D, int V>
 void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
-  switch (mode) {
-    case 1: conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p); break;
-    case 2: conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p); break;
-    default: conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p);
-  }
+  constexpr int VE = VecOf<T>::kElems;
+  if (mode == 1) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
+  if (mode == 2) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
+  const bool edges = stream_has_edge_blocks(p.in_length, p.out_length, S, int64_t{kThreads} * V,
+                                            rows_aligned<T>(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l));
+  if (mode == 0 || edges)
+    conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
 }
 template <typename T, int K, int D, int V>
 void launch_bwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
-  switch (mode) {
-    case 1: conv1d_bwd_dw_stream_kernel<T, K, D, V, 1><<<blocks, kThreads, 0, stream>>>(p); break;
-    case 2: conv1d_bwd_dw_stream_kernel<T, K, D, V, 2><<<blocks, kThreads, 0, stream>>>(p); break;
-    default: conv1d_bwd_dw_stream_kernel<T, K, D, V, 0><<<blocks, kThreads, 0, stream>>>(p);
-  }
+  const int64_t len = std::max(p.in_length, p.out_length);
+  const bool dx_aligned = p.grad_x == nullptr || rows_aligned<T>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l);
+  // The backward's blocks cover max(in, out) and need both rows to reach their end.
+  const bool edges = stream_has_edge_blocks(std::min(p.in_length, p.out_length), len, 1, int64_t{kThreads} * V, dx_aligned);
+  if (mode == 1) conv1d_bwd_dw_stream_kernel<T, K, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
+  if (mode == 2) conv1d_bwd_dw_stream_kernel<T, K, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
+  if (mode == 0 || edges) conv1d_bwd_dw_stream_kernel<T, K, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
 }
 
 // The streaming backward's conditions: the direct backward's (bwd_direct_ok) and rows short enough
