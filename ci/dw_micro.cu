@@ -224,6 +224,11 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 // 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming. Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
+#ifdef STREAM_ONLY  // the streaming kernels only (e.g. with -DCONVKIT_DW_STREAM_FWD_MIN_BLOCKS=12)
+  run<T, K, S, D, 16, 9, 4>(c, tn, sms);
+  if constexpr (sizeof(T) == 2) run<T, K, S, D, 32, 9, 4>(c, tn, sms);
+  return;
+#endif
 #ifdef QUICK  // the library's current choices against the streaming kernels only
   if constexpr (sizeof(T) == 2) {
     run<T, K, S, D, 32, 7, 1>(c, tn, sms);

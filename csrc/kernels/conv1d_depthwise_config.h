@@ -36,3 +36,12 @@
 #define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
 #define CONVKIT_DW_BWD_LONG_K 15
 #define CONVKIT_DW_BWD_VARIANT_LONG_K 1
+
+// Resident blocks per SM the 16-bit streaming kernels with 2 units per thread ask the compiler for
+// (__launch_bounds__, see stream_min_blocks). Overridable with -D for the micro-benchmark.
+#ifndef CONVKIT_DW_STREAM_FWD_MIN_BLOCKS
+#define CONVKIT_DW_STREAM_FWD_MIN_BLOCKS 16
+#endif
+#ifndef CONVKIT_DW_STREAM_BWD_MIN_BLOCKS
+#define CONVKIT_DW_STREAM_BWD_MIN_BLOCKS 10
+#endif

@@ -21,6 +21,7 @@
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "conv1d_depthwise_config.h"
 
 namespace convkit {
 namespace dw {
@@ -35,6 +36,15 @@ struct StreamCfg {
   static constexpr int NV = window_vecs<T>(kWin);      // input vectors covering the window + shift
   static_assert(V % VE == 0 && (S == 1 || S == 2), "whole units per thread; stride 1 or 2");
 };
+
+// Resident blocks per SM asked of the compiler (it caps the registers to fit): `short_rows` for the
+// 16-bit kernels with 2 units per thread (what rows too short for the doubled tile run, e.g. L 2048),
+// else 1 (no cap). Measured on the H200 (benchmarks/NOTES.md, session 5): capping the 16-bit 2-unit
+// kernels (fwd 16 blocks, bwd 10) made mamba's bf16 fwd 83 -> 87 % and bwd 76 -> 81 % of the floor;
+// capping the 4-unit kernels made kb_dw_k3 up to 11 % slower.
+template <typename T, int V> __host__ __device__ constexpr int stream_min_blocks(int short_rows) {
+  return sizeof(T) == 2 && V / VecOf<T>::kElems <= 2 ? short_rows : 1;
+}
 
 // Input vector g (elements [g*VE, g*VE + VE)) of a 16-byte aligned row of length len, zero outside;
 // kFast: the caller knows it is inside. Row-internal indices are 32-bit (stream_ok bounds the lengths).
@@ -235,7 +245,8 @@ __device__ __forceinline__ void fwd_stream_block(const Conv1dParams& p, const T*
 }
 
 template <typename T, int K, int S, int D, int V, int kPadMode>
-__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
+__global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_FWD_MIN_BLOCKS))
+    conv1d_fwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
   using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   const int64_t n_segs = ceil_div(p.out_length, int64_t{Cfg::kTile});
@@ -323,7 +334,8 @@ __device__ __forceinline__ void bwd_stream_block(const Conv1dParams& p, const T*
 }
 
 template <typename T, int K, int D, int V, int kPadMode>
-__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
+__global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_BWD_MIN_BLOCKS))
+    conv1d_bwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
   using Cfg = StreamCfg<T, K, 1, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   __shared__ float sums[kThreads / 32][K + 1];
