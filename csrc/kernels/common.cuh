@@ -140,4 +140,34 @@ __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + 
     default: return cudaErrorInvalidValue;                              \
   }
 
+// Splits of a deterministic split reduction (grad-weight): about `want` splits, never more than the
+// reduction's `chunks` units nor `cap`, and pairs * splits < 2^31 (one 1-D grid of (tile pair, split)
+// blocks). Sets per_split = the units of one split; returns the number of non-empty splits.
+inline int64_t plan_splits(int64_t want, int64_t chunks, int64_t cap, int64_t pairs, int64_t& per_split) {
+  int64_t splits = want < chunks ? want : chunks;
+  splits = splits < cap ? splits : cap;
+  splits = splits > 1 ? splits : 1;
+  const int64_t max_grid = (int64_t{1} << 31) - 1;
+  if (pairs * splits > max_grid) splits = max_grid / pairs > 1 ? max_grid / pairs : 1;
+  per_split = ceil_div(chunks, splits);
+  return ceil_div(chunks, per_split);
+}
+
+// The second half of the grad-weight split reductions: the splits x n_w fp32 weight partials summed
+// into w_out, then the splits x n_b bias partials that follow them into b_out (either output may be
+// null), in the type of the weights: T, or fp32 beside fp16/bf16 input.
+template <typename T>
+cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const float* part, int64_t splits, int64_t n_w,
+                                     int64_t n_b, void* w_out, void* b_out, cudaStream_t stream) {
+  CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
+    if (w_out != nullptr)
+      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_w, 256), p.num_sms, 8), 256, 0, stream>>>(
+          part, splits, n_w, w_out);
+    if (b_out != nullptr)
+      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_b, 256), p.num_sms, 8), 256, 0, stream>>>(
+          part + splits * n_w, splits, n_b, b_out);
+  })
+  return cudaGetLastError();
+}
+
 }  // namespace convkit

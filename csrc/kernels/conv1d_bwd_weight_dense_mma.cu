@@ -202,11 +202,8 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   // About 8 blocks per SM in all (2 resident), never more splits than chunks; workspace <= ~256 MB.
   const int64_t n_weight = p.out_channels * q.n_g;
   const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (n_weight + p.out_channels));
-  int64_t splits = std::min(std::min(ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs), q.total_chunks), cap);
-  splits = std::max<int64_t>(splits, 1);
-  if (pairs * splits >= (int64_t{1} << 31)) splits = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / pairs);
-  q.per_split = ceil_div(q.total_chunks, splits);
-  q.splits = ceil_div(q.total_chunks, q.per_split);
+  const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
+  q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;
 }
 
@@ -235,30 +232,12 @@ cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream
     conv1d_bwd_weight_dense_mma_kernel<__nv_bfloat16><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(p, q);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
+  // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
   const float* part = static_cast<const float*>(p.workspace);
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t Cout = p.out_channels;
-  // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
-  if (p.dtype == DType::kFloat16) {
-    CONVKIT_DISPATCH_PARAM_TYPE(p, __half, {
-      if (p.w != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part, q.splits, n_weight, p.w);
-      if (p.bias != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(Cout, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part + q.splits * n_weight, q.splits, Cout, p.bias);
-    })
-  } else {
-    CONVKIT_DISPATCH_PARAM_TYPE(p, __nv_bfloat16, {
-      if (p.w != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part, q.splits, n_weight, p.w);
-      if (p.bias != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(Cout, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part + q.splits * n_weight, q.splits, Cout, p.bias);
-    })
-  }
-  return cudaGetLastError();
+  if (p.dtype == DType::kFloat16)
+    return sum_weight_bias_partials<__half>(p, part, q.splits, n_weight, p.out_channels, p.w, p.bias, stream);
+  return sum_weight_bias_partials<__nv_bfloat16>(p, part, q.splits, n_weight, p.out_channels, p.w, p.bias, stream);
 }
 
 }  // namespace convkit

@@ -395,11 +395,8 @@ bool make_wgrad_plan(const Conv1dParams& p, WgradF32Plan& q) {
   if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
   // About 8 blocks per SM in all (1 resident), never more splits than chunks; workspace <= ~256 MB.
   const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * q.red + p.out_channels));
-  int64_t splits = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
-  splits = std::max<int64_t>(1, std::min(std::min(splits, q.total_chunks), cap));
-  if (pairs * splits >= (int64_t{1} << 31)) splits = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / pairs);
-  q.per_split = ceil_div(q.total_chunks, splits);
-  q.splits = ceil_div(q.total_chunks, q.per_split);
+  const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
+  q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;
 }
 
@@ -415,16 +412,10 @@ cudaError_t launch_wgrad(const Conv1dParams& p, bool tf32, cudaStream_t stream) 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
-  const float* part = static_cast<const float*>(p.workspace);
-  const int64_t n_weight = p.out_channels * q.red;
-  if (p.w != nullptr)
-    sum_partials_kernel<float><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
-        part, q.splits, n_weight, p.w);
-  if (p.bias != nullptr)
-    sum_partials_kernel<float><<<grid_for(ceil_div(p.out_channels, 256), p.num_sms, 8), 256, 0, stream>>>(
-        part + q.splits * n_weight, q.splits, p.out_channels, p.bias);
-  return cudaGetLastError();
+  return sum_weight_bias_partials<float>(p, static_cast<const float*>(p.workspace), q.splits, p.out_channels * q.red,
+                                         p.out_channels, p.w, p.bias, stream);
 }
+
 }  // namespace
 
 // A reduction (Cin/groups * K) under 8 would leave most of each 16-deep stage empty; depthwise has its

@@ -281,15 +281,7 @@ cudaError_t launch_conv1d_bwd_weight_depthwise_channels_last(const Conv1dParams&
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     // p.grad_w / p.grad_bias: the outputs, in the weights' dtype.
-    CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
-      if (p.grad_w != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(n_w, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part, p.weight_splits, n_w, p.grad_w);
-      if (p.grad_bias != nullptr)
-        sum_partials_kernel<param_t><<<grid_for(ceil_div(p.out_channels, 256), p.num_sms, 8), 256, 0, stream>>>(
-            part + p.weight_splits * n_w, p.weight_splits, p.out_channels, p.grad_bias);
-    })
-    return cudaGetLastError();
+    return sum_weight_bias_partials<T>(p, part, p.weight_splits, n_w, p.out_channels, p.grad_w, p.grad_bias, stream);
   });
 }
 
