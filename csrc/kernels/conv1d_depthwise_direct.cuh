@@ -212,6 +212,32 @@ inline int64_t direct_bwd_splits(const Conv1dParams& p, int V) {
   return p.batch * ceil_div(std::max(p.in_length, p.out_length), int64_t{kThreads} * V);
 }
 
+// The block's grad-weight / grad-bias sums, added in a fixed order (over the warp by butterfly, then
+// over the warps in order), written to the workspace as split `split` of channel c (sum_partials_kernel
+// adds the splits). Every thread of the block calls it; `sums` is the block's scratch.
+template <int K>
+__device__ __forceinline__ void write_block_partials(const Conv1dParams& p, const float (&gw)[K], float gb,
+                                                     float (&sums)[kThreads / 32][K + 1], int64_t split, int64_t c) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int k = 0; k <= K; ++k) {
+    float v = k < K ? gw[k] : gb;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (lane == 0) sums[warp][k] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x <= K) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
+    const int64_t C = p.out_channels, n_weight = C * K;
+    float* partial = static_cast<float*>(p.workspace);
+    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
+    else partial[p.weight_splits * n_weight + split * C + c] = s;
+  }
+}
+
 template <typename T, int K, int D, int V>
 __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Conv1dParams p) {
   using Cfg = DirectCfg<T, K, 1, D, V>;
@@ -273,24 +299,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Co
     }
   }
 
-  // Fixed-order sums: over the warp (butterfly), then over the block's warps in order.
-#pragma unroll
-  for (int k = 0; k <= K; ++k) {
-    float v = k < K ? gw[k] : gb;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) sums[warp][k] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x <= K) {
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
-    const int64_t split = b * n_tiles + t, n_weight = C * K;
-    float* partial = static_cast<float*>(p.workspace);
-    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
-    else partial[p.weight_splits * n_weight + split * C + c] = s;
-  }
+  write_block_partials<K>(p, gw, gb, sums, b * n_tiles + t, c);
 }
 
 }  // namespace dw

@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   using Cfg = StreamCfg<T, K, 1, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   __shared__ float sums[kThreads / 32][K + 1];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32;
   const int64_t C = p.out_channels;
   const int64_t len = max(p.in_length, p.out_length);
   const int64_t n_segs = ceil_div(len, int64_t{Cfg::kTile});
@@ -370,24 +370,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
     }
   }
 
-  // Fixed-order sums: over the warp (butterfly), then over the block's warps in order.
-#pragma unroll
-  for (int k = 0; k <= K; ++k) {
-    float v = k < K ? gw[k] : gb;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) sums[warp][k] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x <= K) {
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
-    const int64_t split = b * n_segs + seg, n_weight = C * K;
-    float* partial = static_cast<float*>(p.workspace);
-    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
-    else partial[p.weight_splits * n_weight + split * C + c] = s;
-  }
+  write_block_partials<K>(p, gw, gb, sums, b * n_segs + seg, c);
 }
 
 }  // namespace dw
@@ -409,7 +392,6 @@ inline bool stream_has_edge_blocks(int64_t in_len, int64_t out_len, int64_t stri
 
 template <typename T, int K, int S, int D, int V>
 void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
-  constexpr int VE = VecOf<T>::kElems;
   if (mode == 1) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
   if (mode == 2) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
   const bool edges = stream_has_edge_blocks(p.in_length, p.out_length, S, int64_t{kThreads} * V,
