@@ -5,6 +5,11 @@
 //   for n in 1 2 3 4 5 6 7 8; do nvcc -O3 -std=c++17 -arch=sm_90 -I csrc -DPART=$n ci/dw_micro.cu -o /tmp/dw_micro$n & done; wait
 //   for n in 1 2 3 4 5 6 7 8; do /tmp/dw_micro$n; done
 //
+// -DQUICK: only the library's previous choices against the streaming kernels; -DSTREAM_ONLY: only the
+// streaming kernels (with -DCONVKIT_DW_STREAM_{FWD,BWD}_MIN_BLOCKS=n to sweep their register caps).
+// For the streaming variants (fwd 9, bwd 4) V is the base width: 16-bit rows long enough for a block
+// of 2V run 2V (stream_vec), as in the library.
+//
 // Prints, per case, dtype, V and direction: median ms and percent of the byte floor at 4.26 TB/s
 // (forward: x + y; backward: x + dy + dx), and the max relative error against a direct reference
 // kernel (forward output and grad-input on the full case; grad-weight on the first channels).
