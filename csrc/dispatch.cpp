@@ -207,11 +207,10 @@ bool channels_last_depthwise(const at::Tensor& x, const at::Tensor& w, int64_t g
   return C > 1 && groups == C && w.size(0) == C && x.stride(1) == 1 && x.stride(2) == C;
 }
 
-// The forward's output: (B, Cout, Lout), contiguous or in the (B, L, C) layout (above).
-at::Tensor forward_output(const Conv1dParams& p, const at::Tensor& x, const at::Tensor& w) {
-  if (channels_last_depthwise(x, w, p.groups))
-    return new_output({p.batch, p.out_length, p.out_channels}, x.options()).transpose(1, 2);
-  return new_output({p.batch, p.out_channels, p.out_length}, x.options());
+// A new (B, C, L) output (the forward's y, the backward's dx): contiguous, or in (B, L, C) memory
+// when `blc` (the rule above).
+at::Tensor new_bcl_output(int64_t B, int64_t C, int64_t L, const at::TensorOptions& options, bool blc) {
+  return blc ? new_output({B, L, C}, options).transpose(1, 2) : new_output({B, C, L}, options);
 }
 
 // Grad-input of a stride-1 (B, L, C) depthwise call as the channels-last forward of dy with the taps
@@ -401,7 +400,8 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   c10::cuda::CUDAGuard guard(x.device());
   const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
   Conv1dParams p = prepare(x, w, bias, stride, pl, pr, dilation, groups, activation);
-  at::Tensor y = forward_output(p, x, w);
+  at::Tensor y =
+      new_bcl_output(p.batch, p.out_channels, p.out_length, x.options(), channels_last_depthwise(x, w, groups));
   if (y.numel() == 0) return y;
   set_y(p, y);
   const Choice c = choose_forward(p);
@@ -440,9 +440,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
   need_bias = need_bias && bias.has_value();
   const auto opts = x.options();
   const bool cl = channels_last_depthwise(x, w, groups);
-  at::Tensor dx = !need_input ? at::empty({0}, opts)
-                  : cl        ? new_output({p.batch, p.in_length, p.in_channels}, opts).transpose(1, 2)
-                              : new_output({p.batch, p.in_channels, p.in_length}, opts);
+  at::Tensor dx = need_input ? new_bcl_output(p.batch, p.in_channels, p.in_length, opts, cl) : at::empty({0}, opts);
   const auto wopts = w.options();
   at::Tensor dw = need_weight ? new_output({p.out_channels, p.in_channels / groups, p.kernel_size}, wopts)
                               : at::empty({0}, wopts);

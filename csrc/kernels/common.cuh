@@ -18,6 +18,9 @@ template <> struct ScalarOf<DType::kFloat16> { using type = __half; };
 template <> struct ScalarOf<DType::kBFloat16> { using type = __nv_bfloat16; };
 template <> struct ScalarOf<DType::kFloat64> { using type = double; };
 
+// Bytes of one element of a dtype (host code that is not templated on the type).
+inline int dtype_bytes(DType dt) { return dt == DType::kFloat64 ? 8 : dt == DType::kFloat32 ? 4 : 2; }
+
 // fp16/bf16/fp32 accumulate in fp32; fp64 stays fp64 so gradcheck can run on the real kernels.
 template <typename T> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };

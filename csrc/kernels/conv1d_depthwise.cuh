@@ -707,7 +707,7 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
     return p.weight_splits * (C * p.kernel_size + C);
   }
   if (specialised && variant == 4) {
-    const int size = p.dtype == DType::kFloat32 ? 4 : p.dtype == DType::kFloat64 ? 8 : 2;
+    const int size = dtype_bytes(p.dtype);
     const int vs = stream_vec(size, std::max(p.in_length, p.out_length), v);
     if (bwd_stream_ok(p, vs)) {
       p.weight_splits = direct_bwd_splits(p, vs);

@@ -240,11 +240,11 @@ template <typename T> int64_t wgrad_splits(const Conv1dParams& p) {
   const int64_t c_tiles = ceil_div(p.out_channels, block_channels<T>());
   const int64_t total = p.batch * p.out_length;
   // about 4 blocks per SM, at least 64 positions per warp, workspace <= ~64 M floats
-  int64_t splits = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 4, c_tiles);
-  splits = std::min(splits, std::max<int64_t>(1, total / (64 * kWarps)));
-  splits = std::min(splits, std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * (p.kernel_size + 1))));
-  const int64_t per = ceil_div(std::max<int64_t>(total, 1), std::max<int64_t>(splits, 1));
-  return ceil_div(std::max<int64_t>(total, 1), per);
+  const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 4, c_tiles);
+  const int64_t cap = std::min(std::max<int64_t>(1, total / (64 * kWarps)),
+                               std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * (p.kernel_size + 1))));
+  int64_t per_split;
+  return plan_splits(want, std::max<int64_t>(total, 1), cap, c_tiles, per_split);
 }
 
 template <typename F> auto by_dtype(DType dt, F f) {

@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const 
 // backward's conditions (stride 1, no activation, multiplier 1, aligned rows, left padding <= (K-1)*D)
 // and a grid that fits. The element size comes from p.dtype, since plan_bwd is not a template.
 inline bool bwd_direct_ok(const Conv1dParams& p, int V) {
-  const int size = p.dtype == DType::kFloat32 ? 4 : p.dtype == DType::kFloat64 ? 8 : 2;
+  const int size = dtype_bytes(p.dtype);
   const int64_t ve = 16 / size;
   auto aligned = [&](const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
     return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
