@@ -171,7 +171,7 @@ setup(
     python_requires=">=3.9",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    package_data={"convkit": ["bench_suite.json"]},
+    package_data={"convkit": ["bench_suite.json", "bench_extra.json"]},
     install_requires=[torch_requirement()],
     ext_modules=ext_modules,
     cmdclass=cmdclass,

@@ -8,7 +8,7 @@ import argparse
 import torch
 
 import convkit
-from convkit.bench import DTYPES, load_suite, tf32_allowed
+from convkit.bench import DTYPES, select_cases, tf32_allowed
 
 
 def main():
@@ -17,9 +17,7 @@ def main():
     ap.add_argument("--dtypes", default="bfloat16")
     ap.add_argument("--layout", choices=["bcl", "blc"], default="bcl")
     args = ap.parse_args()
-    suite = load_suite()
-    wanted = args.cases.split(",")
-    cases = [c for token in wanted for c in suite["cases"] if token in (c["name"], c["family"])]
+    cases = select_cases(args.cases.split(","))
     for case in cases:
         for name in args.dtypes.split(","):
             dtype, tf32, _ = DTYPES[name]

@@ -33,11 +33,26 @@ COPY_BW = 4.26e12
 DTYPES = {"float32": (torch.float32, True, 395e12), "float32_ieee": (torch.float32, False, 67e12),
           "bfloat16": (torch.bfloat16, True, 790e12), "float16": (torch.float16, True, 790e12)}
 SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_suite.json")
+# convkit's own cases (strided / dilated depthwise): chosen by name or family, never in the default run
+EXTRA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_extra.json")
 
 
 def load_suite(path=SUITE):
     with open(path) as f:
         return json.load(f)
+
+
+def select_cases(wanted, suite=None):
+    """The cases named by `wanted` (case names or families, in that order), from the suite and the
+    extra cases; all of the suite's (and none of the extras) when `wanted` is empty."""
+    suite = suite or load_suite()
+    if not wanted:
+        return list(suite["cases"])
+    pool = suite["cases"] + load_suite(EXTRA)["cases"]
+    unknown = [t for t in wanted if not any(t in (c["name"], c["family"]) for c in pool)]
+    if unknown:
+        raise SystemExit(f"unknown case(s) or family(ies) {unknown}; see bench_suite.json and bench_extra.json")
+    return [c for token in wanted for c in pool if token in (c["name"], c["family"])]
 
 
 def floor_ms(case, dtype_name, lout, direction):
@@ -221,7 +236,9 @@ def plot(rows, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default="", help="comma-separated case names or families (default: all)")
+    ap.add_argument("--cases", default="",
+                    help="comma-separated case names or families (default: every case of the suite); "
+                         "'depthwise_sd' names the extra strided / dilated depthwise cases (bench_extra.json)")
     ap.add_argument("--dtypes", default="",
                     help="comma-separated: float32,float32_ieee,bfloat16,float16 (default: the suite's)")
     ap.add_argument("--directions", default="fwd,fwdbwd")
@@ -240,10 +257,8 @@ def main(argv=None):
         print("convkit.bench needs a CUDA GPU and convkit's CUDA extension", file=sys.stderr)
         return 2
     suite = load_suite()
-    wanted = [c for c in args.cases.split(",") if c]
     # in the order asked for, so `--cases depthwise,dense` times the depthwise family first
-    cases = ([c for token in wanted for c in suite["cases"] if token in (c["name"], c["family"])] if wanted
-             else suite["cases"])
+    cases = select_cases([c for c in args.cases.split(",") if c], suite)
     dtypes = args.dtypes.split(",") if args.dtypes else suite["dtypes"]
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
