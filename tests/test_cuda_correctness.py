@@ -330,7 +330,7 @@ def test_every_specialised_entry_on_aligned_rows(entry, dtype, padding, poison_o
 # each compiled mode (causal, "same" = (K-1)*D/2, anything else at run time).
 @pytest.mark.parametrize("length", [640, 2048, 8192 + 64])
 @pytest.mark.parametrize("padding", ["causal", "same", 1, 0])
-@pytest.mark.parametrize("ksd", [(4, 1, 1), (3, 1, 1), (4, 2, 1), (3, 1, 2)], ids=lambda e: "K%d_S%d_D%d" % e)
+@pytest.mark.parametrize("ksd", [(4, 1, 1), (3, 1, 1), (4, 2, 1), (3, 2, 1), (3, 1, 2)], ids=lambda e: "K%d_S%d_D%d" % e)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_depthwise_streaming_kernels(dtype, ksd, padding, length, poison_outputs):
     K, S, D = ksd

@@ -640,16 +640,16 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   using A = typename AccOf<T>::type;
   const int64_t C = p.out_channels;
   bool launched = false;
-  if constexpr (kVariant == 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
-    const int64_t len = std::max(p.in_length, p.out_length);
+  if constexpr (kVariant == 4 && K > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
+    const int64_t len = bwd_stream_len(p);
     const int v = stream_vec(sizeof(T), len, V);
     if (bwd_stream_ok(p, v)) {
       const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
       const int mode = stream_pad_mode(p.pad_left, K, D);
       if (v == V) {
-        launch_bwd_stream<T, K, D, V>(p, mode, n, stream);
+        launch_bwd_stream<T, K, S, D, V>(p, mode, n, stream);
       } else if constexpr (sizeof(T) == 2) {
-        launch_bwd_stream<T, K, D, 2 * V>(p, mode, n, stream);
+        launch_bwd_stream<T, K, S, D, 2 * V>(p, mode, n, stream);
       }
       launched = true;
     }
@@ -708,9 +708,9 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   }
   if (specialised && variant == 4) {
     const int size = dtype_bytes(p.dtype);
-    const int vs = stream_vec(size, std::max(p.in_length, p.out_length), v);
+    const int vs = stream_vec(size, bwd_stream_len(p), v);
     if (bwd_stream_ok(p, vs)) {
-      p.weight_splits = direct_bwd_splits(p, vs);
+      p.weight_splits = stream_bwd_splits(p, vs);
       return p.weight_splits * (C * p.kernel_size + C);
     }
   }

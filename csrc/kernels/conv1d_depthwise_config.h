@@ -8,7 +8,7 @@
 //             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1),
 //             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2);
 //             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
-//             4 streaming
+//             4 streaming (stride 1 or 2)
 //             (see launch_fwd / launch_bwd).
 //   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
 //             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,

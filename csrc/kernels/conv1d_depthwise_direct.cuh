@@ -192,18 +192,24 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const 
   }
 }
 
-// Whether the direct backward runs these params (with V outputs per thread): the pipelined
-// backward's conditions (stride 1, no activation, multiplier 1, aligned rows, left padding <= (K-1)*D)
-// and a grid that fits. The element size comes from p.dtype, since plan_bwd is not a template.
-inline bool bwd_direct_ok(const Conv1dParams& p, int V) {
+// The fused backward kernels' conditions on everything but the stride and the grid (direct and
+// streaming): no activation, multiplier 1, aligned contiguous x and dy rows, left padding <= (K-1)*D.
+// The element size comes from p.dtype, since plan_bwd is not a template.
+inline bool bwd_fused_rows_ok(const Conv1dParams& p) {
   const int size = dtype_bytes(p.dtype);
   const int64_t ve = 16 / size;
   auto aligned = [&](const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
     return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
   };
-  return size < 8 && p.stride == 1 && p.activation == kActNone && p.out_channels == p.in_channels &&
+  return size < 8 && p.activation == kActNone && p.out_channels == p.in_channels &&
          p.pad_left <= (p.kernel_size - 1) * p.dilation && aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
-         aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l) &&
+         aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
+}
+
+// Whether the direct backward runs these params (with V outputs per thread): stride 1, the rows'
+// conditions above and a grid that fits.
+inline bool bwd_direct_ok(const Conv1dParams& p, int V) {
+  return p.stride == 1 && bwd_fused_rows_ok(p) &&
          direct_tiles(p.batch * p.out_channels, std::max(p.in_length, p.out_length), V) > 0;
 }
 

@@ -1,7 +1,7 @@
 // Depthwise conv1d, streaming kernels: no shared-memory staging of the input, every global access a
 // 16-byte vector in warp-coalesced order. Forward variant 9 and backward variant 4 of launch_fwd /
-// launch_bwd; same eligibility as the pipelined / direct kernels (fixed (K, S, D), fp32/fp16/bf16,
-// 16-byte aligned contiguous rows, left padding <= (K-1)*D; the backward also stride 1, channel
+// launch_bwd; same eligibility as the pipelined / direct kernels (fixed (K, S, D), stride 1 or 2,
+// fp32/fp16/bf16, 16-byte aligned contiguous rows, left padding <= (K-1)*D; the backward also channel
 // multiplier 1, no activation).
 //
 // Layout of the work: a block covers kTile = kThreads * V outputs of one (b, c) row as U = V / VE
@@ -272,29 +272,56 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   }
 }
 
-// Backward (stride 1, multiplier 1, no activation: bwd_direct_ok): a block covers units of one
-// (b, c) row up to max(in, out) length. For its unit u a thread computes
-//   grad-input  dx[i] = sum_k w[k] * dy[i + P - k*D], i in unit u: a forward window of dy with left
-//               padding P2 = (K-1)*D - P >= 0 and the taps reversed;
-//   grad-weight / grad-bias sums over outputs j in unit u: dy[j] * x[j - P + k*D] (the forward's
+// Backward (stride 1 or 2, multiplier 1, no activation: bwd_stream_ok). A unit is VE outputs (one dy
+// vector) and the S * VE inputs they start from (S vectors of x and of dx); a block covers units of
+// one (b, c) row up to bwd_stream_len. For its unit u a thread computes
+//   grad-weight / grad-bias sums over outputs j in unit u: dy[j] * x[j*S - P + k*D] (the forward's
 //               window of x) and dy[j];
+//   grad-input  dx[i] = sum over taps k with (i + P - k*D) % S == 0 of w[k] * dy[(i + P - k*D) / S],
+//               i in unit u. Stride 1: a forward window of dy with left padding P2 = (K-1)*D - P >= 0
+//               and the taps reversed. Stride 2: with P = S*Pq + Pr, the dy window
+//               [u*VE + Pq - A, u*VE + Pq + VE], A = ceil((K-1)*D / S), and for each input the taps
+//               of its phase (compile-time for a compile-time Pr; kPadMode 0 branches on Pr once);
 // and writes its block's sums to the workspace as split b * n_segs + seg, which sum_partials_kernel
 // adds in a fixed order (deterministic), like the direct kernel.
-template <typename T, int K, int D, int V, int kPadMode, bool kFast>
+template <int K, int S, int D> struct BwdStreamDx {
+  static constexpr int KD = (K - 1) * D;
+  static constexpr int A = (KD + S - 1) / S;  // dy elements of the window before the unit's (stride 2)
+  static constexpr int K2 = A + 2;            // the window as unit_window<K2, 1, 1>: VE + A + 1 elements
+};
+
+// Stride 2: dx of unit u's S*VE inputs from the dy window (dyin[m] = dy[u*VE + Pq - A + m]) for the
+// remainder kPr = P % S.
+template <int K, int S, int D, int VE, int kPr, int kWin2>
+__device__ __forceinline__ void strided_dx(const float (&w)[K], const float (&dyin)[kWin2], float (&acc)[S * VE]) {
+  constexpr int A = BwdStreamDx<K, S, D>::A;
+#pragma unroll
+  for (int r = 0; r < S * VE; ++r) {
+    acc[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int t = r + kPr - k * D;  // compile-time after unrolling; t / S is exact when t % S == 0
+      if (t % S == 0) acc[r] += w[k] * dyin[A + t / S];
+    }
+  }
+}
+
+template <typename T, int K, int S, int D, int V, int kPadMode, bool kFast>
 __device__ __forceinline__ void bwd_stream_block(const Conv1dParams& p, const T* xrow, const T* dyrow, T* dxrow,
                                                  int64_t dx_off, int64_t c, int ub, int n_units, float (&gw)[K],
                                                  float& gb) {
-  using Cfg = StreamCfg<T, K, 1, D, V>;
+  using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, U = Cfg::U, kWin = Cfg::kWin, KD = Cfg::KD;
-  constexpr int kPad = stream_pad<K, D, kPadMode>(), kPad2 = kPad < 0 ? -1 : KD - kPad;
+  constexpr int kPad = stream_pad<K, D, kPadMode>();
   const int lane = threadIdx.x % 32;
   const int u0 = ub + threadIdx.x;
   const int len_x = static_cast<int>(p.in_length), len_y = static_cast<int>(p.out_length);
-  const int pad = static_cast<int>(p.pad_left), pad2 = KD - pad;
-  uint4 xo[U][1], dyo[U][1];
+  const int pad = static_cast<int>(p.pad_left);
+  uint4 xo[U][S], dyo[U][1];
 #pragma unroll
   for (int i = 0; i < U; ++i) {
-    xo[i][0] = load_vec<T, kFast>(xrow, u0 + i * kThreads, len_x);
+#pragma unroll
+    for (int o = 0; o < S; ++o) xo[i][o] = load_vec<T, kFast>(xrow, (u0 + i * kThreads) * S + o, len_x);
     dyo[i][0] = load_vec<T, kFast>(dyrow, u0 + i * kThreads, len_y);
   }
   float w[K];
@@ -307,41 +334,71 @@ __device__ __forceinline__ void bwd_stream_block(const Conv1dParams& p, const T*
     const int u = u0 + i * kThreads;
     if (!kFast && u - lane >= n_units) break;  // warp-uniform
     float xin[kWin], g[VE];
-    unit_window<T, K, 1, D, kPad>(xo[i], lane, xrow, u, len_x, pad, xin);
+    unit_window<T, K, S, D, kPad>(xo[i], lane, xrow, u * S, len_x, pad, xin);
     unpack_vec<T>(dyo[i][0], g);
 #pragma unroll
     for (int m = 0; m < VE; ++m) {
       gb += g[m];
 #pragma unroll
-      for (int k = 0; k < K; ++k) gw[k] += g[m] * xin[m + k * D];
+      for (int k = 0; k < K; ++k) gw[k] += g[m] * xin[m * S + k * D];
     }
-    if (p.grad_x != nullptr) {
-      float dyin[kWin], acc[VE];
-      unit_window<T, K, 1, D, kPad2>(dyo[i], lane, dyrow, u, len_y, pad2, dyin);
+    if (p.grad_x == nullptr) continue;
+    float acc[S * VE];
+    if constexpr (S == 1) {
+      constexpr int kPad2 = kPad < 0 ? -1 : KD - kPad;
+      float dyin[kWin];
+      unit_window<T, K, 1, D, kPad2>(dyo[i], lane, dyrow, u, len_y, KD - pad, dyin);
 #pragma unroll
       for (int m = 0; m < VE; ++m) {
         acc[m] = 0.0f;
 #pragma unroll
         for (int k = 0; k < K; ++k) acc[m] += w[k] * dyin[m + KD - k * D];
       }
+    } else {
+      using G = BwdStreamDx<K, S, D>;
+      constexpr int kWin2 = StreamCfg<T, G::K2, 1, 1, VE>::kWin;
+      float dyin[kWin2];
+      if constexpr (kPad >= 0) {
+        unit_window<T, G::K2, 1, 1, G::A - kPad / S>(dyo[i], lane, dyrow, u, len_y, 0, dyin);
+        strided_dx<K, S, D, VE, kPad % S>(w, dyin, acc);
+      } else {
+        unit_window<T, G::K2, 1, 1, -1>(dyo[i], lane, dyrow, u, len_y, G::A - pad / S, dyin);
+        if (pad % S == 0) {
+          strided_dx<K, S, D, VE, 0>(w, dyin, acc);
+        } else {
+          strided_dx<K, S, D, VE, 1>(w, dyin, acc);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 0; o < S; ++o) {
+      float part[VE];
+#pragma unroll
+      for (int m = 0; m < VE; ++m) part[m] = acc[o * VE + m];
+      const int gv = u * S + o;  // dx vector
       if constexpr (kFast) {
-        store_vec<T>(dxrow, u, acc);
-      } else if (u * VE < len_x) {
-        store_run<T, VE>(p.grad_x, dx_off, p.gx_stride_l, int64_t{u} * VE, p.in_length, acc);
+        store_vec<T>(dxrow, gv, part);
+      } else if (gv * VE < len_x) {
+        store_run<T, VE>(p.grad_x, dx_off, p.gx_stride_l, int64_t{gv} * VE, p.in_length, part);
       }
     }
   }
 }
 
-template <typename T, int K, int D, int V, int kPadMode>
+// The backward's row length in outputs: its blocks cover units up to max(out_length, in_length / S).
+inline int64_t bwd_stream_len(const Conv1dParams& p) {
+  return std::max(p.out_length, ceil_div(p.in_length, p.stride));
+}
+
+template <typename T, int K, int S, int D, int V, int kPadMode>
 __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_BWD_MIN_BLOCKS))
     conv1d_bwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
-  using Cfg = StreamCfg<T, K, 1, D, V>;
+  using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   __shared__ float sums[kThreads / 32][K + 1];
   const int warp = threadIdx.x / 32;
   const int64_t C = p.out_channels;
-  const int64_t len = max(p.in_length, p.out_length);
+  const int64_t len = max(p.out_length, ceil_div(p.in_length, int64_t{S}));  // bwd_stream_len
   const int64_t n_segs = ceil_div(len, int64_t{Cfg::kTile});
   const int n_units = static_cast<int>(ceil_div(len, int64_t{VE}));
   int64_t row, seg, b, c;
@@ -354,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   T* dxrow = p.grad_x != nullptr ? static_cast<T*>(p.grad_x) + dx_off : nullptr;
   // Unguarded: the threads' own loads of x and dy and the grad-input stores (halo loads at warp
   // edges are always guarded).
-  const bool fast = int64_t{ue} * VE <= p.in_length && int64_t{ue} * VE <= p.out_length &&
+  const bool fast = int64_t{ue} * VE * S <= p.in_length && int64_t{ue} * VE <= p.out_length &&
                     (p.grad_x == nullptr ||
                      rows_vec_aligned<VE>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l));
 
@@ -364,9 +421,9 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   if ((fast && edge_only) || (!fast && kPadMode != 0)) return;  // block-uniform: another launch's block
   if (ub + warp * 32 < n_units) {  // warp-uniform: the warp has units in the row
     if (fast) {
-      bwd_stream_block<T, K, D, V, kPadMode, true>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
+      bwd_stream_block<T, K, S, D, V, kPadMode, true>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
     } else if constexpr (kPadMode == 0) {
-      bwd_stream_block<T, K, D, V, 0, false>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
+      bwd_stream_block<T, K, S, D, V, 0, false>(p, xrow, dyrow, dxrow, dx_off, c, ub, n_units, gw, gb);
     }
   }
 
@@ -399,21 +456,27 @@ void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStr
   if (mode == 0 || edges)
     conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
 }
-template <typename T, int K, int D, int V>
+template <typename T, int K, int S, int D, int V>
 void launch_bwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
-  const int64_t len = std::max(p.in_length, p.out_length);
   const bool dx_aligned = p.grad_x == nullptr || rows_aligned<T>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l);
-  // The backward's blocks cover max(in, out) and need both rows to reach their end.
-  const bool edges = stream_has_edge_blocks(std::min(p.in_length, p.out_length), len, 1, int64_t{kThreads} * V, dx_aligned);
-  if (mode == 1) conv1d_bwd_dw_stream_kernel<T, K, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
-  if (mode == 2) conv1d_bwd_dw_stream_kernel<T, K, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
-  if (mode == 0 || edges) conv1d_bwd_dw_stream_kernel<T, K, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
+  // The backward's blocks cover bwd_stream_len and need both rows to reach their end.
+  const int64_t tile = int64_t{kThreads} * V, end = ceil_div(bwd_stream_len(p), tile) * tile;
+  const bool edges = !(end * S <= p.in_length && end <= p.out_length && dx_aligned);
+  if (mode == 1) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
+  if (mode == 2) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
+  if (mode == 0 || edges) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
 }
 
-// The streaming backward's conditions: the direct backward's (bwd_direct_ok) and rows short enough
-// for 32-bit row indices.
+// The streaming backward's conditions: the direct backward's row conditions (bwd_fused_rows_ok) at
+// stride 1 or 2, and rows short enough for 32-bit row indices.
 inline bool bwd_stream_ok(const Conv1dParams& p, int V) {
-  return bwd_direct_ok(p, V) && stream_blocks(p.batch * p.out_channels, std::max(p.in_length, p.out_length), V) > 0;
+  return (p.stride == 1 || p.stride == 2) && bwd_fused_rows_ok(p) &&
+         stream_blocks(p.batch * p.out_channels, bwd_stream_len(p), V) > 0;
+}
+
+// Grad-weight / grad-bias partial sums of a streaming backward: one per (b, block).
+inline int64_t stream_bwd_splits(const Conv1dParams& p, int V) {
+  return p.batch * ceil_div(bwd_stream_len(p), int64_t{kThreads} * V);
 }
 
 }  // namespace dw
