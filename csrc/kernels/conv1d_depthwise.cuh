@@ -584,14 +584,16 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
     }
   }
   if constexpr (kVariant == 9 && K > 0 && S > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
-    const int v = stream_vec(sizeof(T), p.out_length, V);
+    const int v = stream_vec(sizeof(T), p.out_length, V, S);
     const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       const int mode = stream_pad_mode(p.pad_left, K, D);
       if (v == V) {
         launch_fwd_stream<T, K, S, D, V>(p, mode, static_cast<unsigned>(n), stream);
-      } else if constexpr (sizeof(T) == 2) {
-        launch_fwd_stream<T, K, S, D, 2 * V>(p, mode, static_cast<unsigned>(n), stream);
+      } else if (v > V) {
+        if constexpr (sizeof(T) == 2) launch_fwd_stream<T, K, S, D, 2 * V>(p, mode, static_cast<unsigned>(n), stream);
+      } else if constexpr (S == 2 && (V / 2) % VecOf<T>::kElems == 0) {
+        launch_fwd_stream<T, K, S, D, V / 2>(p, mode, static_cast<unsigned>(n), stream);
       }
       return cudaGetLastError();
     }
@@ -642,14 +644,16 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   bool launched = false;
   if constexpr (kVariant == 4 && K > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
     const int64_t len = bwd_stream_len(p);
-    const int v = stream_vec(sizeof(T), len, V);
+    const int v = stream_vec(sizeof(T), len, V, S);
     if (bwd_stream_ok(p, v)) {
       const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
       const int mode = stream_pad_mode(p.pad_left, K, D);
       if (v == V) {
         launch_bwd_stream<T, K, S, D, V>(p, mode, n, stream);
-      } else if constexpr (sizeof(T) == 2) {
-        launch_bwd_stream<T, K, S, D, 2 * V>(p, mode, n, stream);
+      } else if (v > V) {
+        if constexpr (sizeof(T) == 2) launch_bwd_stream<T, K, S, D, 2 * V>(p, mode, n, stream);
+      } else if constexpr (S == 2 && (V / 2) % VecOf<T>::kElems == 0) {
+        launch_bwd_stream<T, K, S, D, V / 2>(p, mode, n, stream);
       }
       launched = true;
     }
@@ -708,7 +712,7 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   }
   if (specialised && variant == 4) {
     const int size = dtype_bytes(p.dtype);
-    const int vs = stream_vec(size, bwd_stream_len(p), v);
+    const int vs = stream_vec(size, bwd_stream_len(p), v, p.stride);
     if (bwd_stream_ok(p, vs)) {
       p.weight_splits = stream_bwd_splits(p, vs);
       return p.weight_splits * (C * p.kernel_size + C);

@@ -183,11 +183,15 @@ inline int64_t stream_blocks(int64_t rows, int64_t len, int V) {
 
 // Outputs per thread of a streaming launch over rows of `len`: the configured V, doubled for 16-bit
 // types when a row fills a block of the doubled size (on the H200 that was 5-15 % faster on rows of
-// 4096+ outputs and up to 40 % slower on rows of 2048, where half of the bigger block idles).
+// 4096+ outputs and up to 40 % slower on rows of 2048, where half of the bigger block idles), halved
+// at stride 2 when a row fits in half a block (stride 2 halves the output rows: mamba's shape at
+// stride 2, 1024 outputs, left half of each V = 16 block idle and ran at 22-39 % of the floor).
 // launch_fwd / launch_bwd and plan_bwd must agree, hence one function.
-inline int stream_vec(int elem_size, int64_t len, int V) {
+inline int stream_vec(int elem_size, int64_t len, int V, int64_t stride) {
   const int ve = 16 / elem_size;
-  return elem_size == 2 && ceil_div(len, ve) >= int64_t{kThreads} * (2 * V / ve) ? 2 * V : V;
+  if (elem_size == 2 && ceil_div(len, ve) >= int64_t{kThreads} * (2 * V / ve)) return 2 * V;
+  if (stride == 2 && V / 2 >= ve && V % (2 * ve) == 0 && len <= int64_t{kThreads} * (V / 2)) return V / 2;
+  return V;
 }
 
 // Whether a tensor's rows are contiguous and 16-byte aligned (then whole-vector stores are safe): a
