@@ -157,8 +157,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  auto load_stage = [&](int64_t tile, int64_t chunk) {
-    const TileCoord tc = tile_coord(q, p.groups, tile);
+  // The stage helpers and the epilogue take the tile's coordinates, decoded once per tile by the
+  // stage stream below (three divisions; the profile of kb76 had them at ~10 % of all instructions
+  // when every helper decoded the tile again).
+  auto load_stage = [&](const TileCoord& tc, int64_t chunk) {
     const int64_t ci_base = chunk * q.cc;
     // weights (fast path; the general layout is loaded in store_stage)
     if constexpr (!kRes) {
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  auto store_stage = [&](int buf, int64_t tile, int64_t chunk) {
+  auto store_stage = [&](int buf, const TileCoord& tc, int64_t chunk) {
     unsigned char* base = stages + buf * q.stage_bytes;
     const uint32_t a_s = smem_u32(base);
     const uint32_t x_s = smem_u32(base + q.a_bytes);
@@ -251,7 +253,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       } else {
         // general weight layout / alignment: synchronous scalar loads, (k, ci pair) words
-        const TileCoord tc = tile_coord(q, p.groups, tile);
         const int pairs = q.cc / 2, per_row = q.k * pairs;
 #pragma unroll 1
         for (int u = tid; u < q.bm * per_row; u += kThreads) {
@@ -291,7 +292,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // row of output position 0 for every tap
     if (tid < q.k) {
-      const TileCoord tc = tile_coord(q, p.groups, tile);
       const int64_t k = tid;
       const int64_t start0 = tc.j0 * S - P;
       int64_t o, seg;
@@ -346,8 +346,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Epilogue straight from the accumulators: per warp and per 16-row slice, bias + activation, round
   // to T, stage the 16 x 32 slice in the warp's own shared buffer (no block barrier: nothing else
   // uses it), then 16-byte coalesced stores of y rows (8 rows x 64 bytes per warp instruction).
-  auto epilogue = [&](int64_t tile) {
-    const TileCoord tc = tile_coord(q, p.groups, tile);
+  auto epilogue = [&](const TileCoord& tc) {
     const uint32_t eb = smem_u32(smem + q.epi_off) + warp * kEpiWarpBytes;
     unsigned short* yr = static_cast<unsigned short*>(p.y);
     const int64_t jn = p.out_length - tc.j0;  // valid columns of the tile (> 0)
@@ -386,8 +385,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t j = tc.j0 + jl;
           const int64_t off = tc.b * p.y_stride_b + (tc.g * q.cout_g + co) * p.y_stride_c;
           unsigned short* dst = yr + off + j * p.y_stride_l;
-          if (p.y_stride_l == 1 && jl + 8 <= jn && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+          const uintptr_t da = reinterpret_cast<uintptr_t>(dst);
+          if (p.y_stride_l == 1 && jl + 8 <= jn) {
+            // The widest stores the row's alignment allows: y rows of an odd multiple of 4 bytes (kb76:
+            // Lout 174758) used to take the guarded 2-byte loop below, ~8 % of the kernel's instructions.
+            if ((da & 15) == 0) {
+              *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else if ((da & 7) == 0) {
+              reinterpret_cast<uint2*>(dst)[0] = make_uint2(w[0], w[1]);
+              reinterpret_cast<uint2*>(dst)[1] = make_uint2(w[2], w[3]);
+            } else if ((da & 3) == 0) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+            } else {
+#pragma unroll
+              for (int i = 0; i < 8; ++i) dst[i] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+            }
           } else {
 #pragma unroll
             for (int i = 0; i < 8; ++i)
@@ -402,22 +415,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   // ---- the stage stream: (tile, chunk) for tile = blockIdx.x, += gridDim.x ----
   int64_t tile = blockIdx.x, chunk = 0;
   if (tile >= q.num_tiles) return;
+  TileCoord tc = tile_coord(q, p.groups, tile);
   int64_t pan_g = -1, pan_co0 = -1;  // (group, co0) whose panel is resident (block-uniform)
   if constexpr (kRes) {
-    const TileCoord tc = tile_coord(q, p.groups, tile);
     load_panel(tc.g, tc.co0);
     pan_g = tc.g;
     pan_co0 = tc.co0;
   }
-  load_stage(tile, chunk);
-  store_stage(0, tile, chunk);
+  load_stage(tc, chunk);
+  store_stage(0, tc, chunk);
   __syncthreads();
   int buf = 0;
   for (;;) {
     int64_t ntile = tile, nchunk = chunk + 1;
-    if (nchunk == q.chunks) { nchunk = 0; ntile += gridDim.x; }
+    TileCoord nc = tc;
+    if (nchunk == q.chunks) {
+      nchunk = 0;
+      ntile += gridDim.x;
+      if (ntile < q.num_tiles) nc = tile_coord(q, p.groups, ntile);
+    }
     const bool has_next = ntile < q.num_tiles;
-    if (has_next) load_stage(ntile, nchunk);
+    if (has_next) load_stage(nc, nchunk);
     if (chunk == 0) {
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi)
@@ -427,16 +445,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
     }
     compute(buf, chunk);
-    if (has_next) store_stage(buf ^ 1, ntile, nchunk);
+    if (has_next) store_stage(buf ^ 1, nc, nchunk);
     __syncthreads();  // stage buf fully read; stage buf ^ 1 complete
-    if (chunk == q.chunks - 1) epilogue(tile);
+    if (chunk == q.chunks - 1) epilogue(tc);
     if (!has_next) break;
     if constexpr (kRes) {
       if (nchunk == 0) {
         // Every thread has finished its MMAs on the panel (barrier above); the epilogue does not
         // touch it. Reload only when the next tile needs another (group, m tile): never when the
         // grid is a multiple of groups * m_tiles (the launcher arranges that when it can).
-        const TileCoord nc = tile_coord(q, p.groups, ntile);
         if (nc.g != pan_g || nc.co0 != pan_co0) {
           load_panel(nc.g, nc.co0);
           pan_g = nc.g;
@@ -447,6 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     tile = ntile;
     chunk = nchunk;
+    tc = nc;
     buf ^= 1;
   }
 }
