@@ -1,8 +1,10 @@
 """Writes BENCHMARKS.md from benchmark runs' JSON (python -m convkit.bench --json ...), one section
 per run, in the order given.
 
-    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense.json \
+    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense_bf16.json benchmarks/h200_dense.json \
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json > BENCHMARKS.md
+
+A run's header record may carry a "note" (what the run is, what it predates): printed under its heading.
 """
 import json
 import sys
@@ -16,7 +18,7 @@ def section(path):
     out = [f"## `{path}`", "",
            f"One run of `python -m convkit.bench` on {head['gpu']} (torch {head['torch']}, CUDA {head['cuda']}, "
            f"convkit {head['convkit']}, torch cudnn.allow_tf32={head['cudnn_allow_tf32']}; timing: "
-           f"{head.get('timing', 'eager')}).", "",
+           f"{head.get('timing', 'eager')}).", ""] + ([head["note"], ""] if head.get("note") else []) + [
            "| case | family | dtype | dir | convkit ms | torch ms | speedup | convkit % floor | torch % floor | kernel |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
