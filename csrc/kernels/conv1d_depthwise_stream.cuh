@@ -41,9 +41,12 @@ struct StreamCfg {
 // 16-bit kernels with 2 units per thread (what rows too short for the doubled tile run, e.g. L 2048),
 // else 1 (no cap). Measured on the H200 (benchmarks/NOTES.md, session 5): capping the 16-bit 2-unit
 // kernels (fwd 16 blocks, bwd 10) made mamba's bf16 fwd 83 -> 87 % and bwd 76 -> 81 % of the floor;
-// capping the 4-unit kernels made kb_dw_k3 up to 11 % slower.
-template <typename T, int V> __host__ __device__ constexpr int stream_min_blocks(int short_rows) {
-  return sizeof(T) == 2 && V / VecOf<T>::kElems <= 2 ? short_rows : 1;
+// capping the 4-unit kernels made kb_dw_k3 up to 11 % slower. `max_kd`: windows longer than that
+// ((K-1)*D > max_kd) are not capped: the forward's cap of 16 blocks is 32 registers, where the K4 D2
+// forward spilled 28 bytes and ran at 73 % of the floor on mamba's shape (session 6; uncapped it
+// needs 40 registers and does not spill).
+template <typename T, int V> __host__ __device__ constexpr int stream_min_blocks(int short_rows, int kd = 0, int max_kd = 1 << 30) {
+  return sizeof(T) == 2 && V / VecOf<T>::kElems <= 2 && kd <= max_kd ? short_rows : 1;
 }
 
 // Input vector g (elements [g*VE, g*VE + VE)) of a 16-byte aligned row of length len, zero outside;
@@ -249,7 +252,7 @@ __device__ __forceinline__ void fwd_stream_block(const Conv1dParams& p, const T*
 }
 
 template <typename T, int K, int S, int D, int V, int kPadMode>
-__global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_FWD_MIN_BLOCKS))
+__global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_FWD_MIN_BLOCKS, (K - 1) * D, 3))
     conv1d_fwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
   using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
