@@ -231,6 +231,38 @@ bool channels_last_grad_input_ok(const Conv1dParams& q) {
   return q.stride == 1 && q.pad_left >= 0 && conv1d_fwd_depthwise_channels_last_supports(q);
 }
 
+// The channels-last backward of a (B, L, C) depthwise call: grad-input as the channels-last forward
+// of dy (gi: x = dy, y = dx) and the channels-last grad-weight (gw: y = dy), with dy at `dy` with
+// strides dys[0..2] (b, c, l) and dx in (B, L, C) memory at `dx`; `ok` says whether those kernels run them.
+// conv1d_backward and explain both decide through this (explain with placeholder pointers).
+struct ChannelsLastBackward {
+  Conv1dParams gi, gw;
+  bool ok;
+};
+ChannelsLastBackward channels_last_backward(const Conv1dParams& p, const at::Tensor& w, void* dy, const int64_t* dys,
+                                            void* dx, bool need_input, bool need_wb) {
+  ChannelsLastBackward r;
+  r.gi = channels_last_grad_input_params(p, w);
+  r.gi.x = dy;
+  r.gi.x_stride_b = dys[0];
+  r.gi.x_stride_c = dys[1];
+  r.gi.x_stride_l = dys[2];
+  r.gi.y = dx;
+  r.gi.y_stride_b = p.in_length * p.in_channels;
+  r.gi.y_stride_c = 1;
+  r.gi.y_stride_l = p.in_channels;
+  r.gw = p;
+  r.gw.y = dy;
+  r.gw.y_stride_b = dys[0];
+  r.gw.y_stride_c = dys[1];
+  r.gw.y_stride_l = dys[2];
+  r.ok = (!need_input || channels_last_grad_input_ok(r.gi)) &&
+         (!need_wb || conv1d_bwd_weight_depthwise_channels_last_supports(r.gw));
+  return r;
+}
+// A placeholder address for eligibility tests: aligned like a fresh allocation, never dereferenced.
+void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
+
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
@@ -295,10 +327,11 @@ Conv1dParams grad_input_phase_params(const Conv1dParams& p, const GradInputPhase
   return q;
 }
 
-// The dense forward kernel every phase of p's grad-input can run on, or {nullptr, ""} (generic).
-Choice dense_grad_input(const Conv1dParams& p) {
+// The dense forward kernel every phase of p's grad-input (`phases` = grad_input_phases(p)) can run
+// on, or {nullptr, ""} (generic).
+Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
   Choice c{nullptr, ""};
-  for (const GradInputPhase& ph : grad_input_phases(p)) {
+  for (const GradInputPhase& ph : phases) {
     if (ph.taps.empty()) continue;
     const Conv1dParams q = grad_input_phase_params(p, ph);
     if (q.in_length < 1) return {nullptr, ""};
@@ -450,21 +483,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
 
   if (cl && forced() != Force::kAllGeneric) {
     // dy in the (B, L, C) layout, times activation'(z) when the forward fused one (z recomputed by the
-    // channels-last forward), then the channels-last grad-input and grad-weight kernels.
-    at::Tensor dy = dy_in;
-    if (activation != kActNone) dy = undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
-    if (!(dy.stride(1) == 1 && dy.stride(2) == p.out_channels)) dy = dy.transpose(1, 2).contiguous().transpose(1, 2);
-    Conv1dParams gi = channels_last_grad_input_params(p, w);
-    set_x(gi, dy);
-    if (need_input) set_y(gi, dx);
-    Conv1dParams gw = p;
-    set_y(gw, dy);
-    if ((!need_input || channels_last_grad_input_ok(gi)) &&
-        (!(need_weight || need_bias) || conv1d_bwd_weight_depthwise_channels_last_supports(gw))) {
+    // channels-last forward), then the channels-last grad-input and grad-weight kernels. Whether they
+    // run is decided first, with dy where it will be: dy_in itself, or a fresh (B, L, C) tensor when an
+    // activation is undone or dy_in has another layout (so no work is done for a fallthrough).
+    const int64_t C = p.out_channels;
+    const bool blc_in = dy_in.stride(1) == 1 && dy_in.stride(2) == C;
+    const bool fresh = activation != kActNone || !blc_in;
+    const int64_t fresh_strides[3] = {p.out_length * C, 1, C};
+    const int64_t in_strides[3] = {dy_in.stride(0), dy_in.stride(1), dy_in.stride(2)};
+    const ChannelsLastBackward plan =
+        channels_last_backward(p, w, fresh ? kFreshPointer : dy_in.data_ptr(), fresh ? fresh_strides : in_strides,
+                               kFreshPointer, need_input, need_weight || need_bias);
+    if (plan.ok) {
+      at::Tensor dy = dy_in;
+      if (activation != kActNone) dy = undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
+      if (!(dy.stride(1) == 1 && dy.stride(2) == C)) dy = dy.transpose(1, 2).contiguous().transpose(1, 2);
+      const int64_t dys[3] = {dy.stride(0), dy.stride(1), dy.stride(2)};
+      ChannelsLastBackward run = channels_last_backward(p, w, dy.data_ptr(), dys,
+                                                        need_input ? dx.data_ptr() : kFreshPointer, need_input,
+                                                        need_weight || need_bias);
+      TORCH_CHECK(run.ok, "convkit: internal error: the channels-last backward's eligibility changed with dy");
       if (need_input)
-        check_launch(launch_conv1d_fwd_depthwise_channels_last(gi, current_stream()),
+        check_launch(launch_conv1d_fwd_depthwise_channels_last(run.gi, current_stream()),
                      "conv1d_bwd_input_depthwise_channels_last");
       if (need_weight || need_bias) {
+        Conv1dParams& gw = run.gw;
         gw.grad_w = need_weight ? dw.data_ptr() : nullptr;
         gw.grad_bias = need_bias ? db.data_ptr() : nullptr;
         gw.bias = gw.grad_bias;  // the kernel sums dy for grad-bias when this is set
@@ -500,9 +543,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                            ? dy_in
                            : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
-  const Choice gi = need_input ? dense_grad_input(p) : Choice{nullptr, ""};
+  const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
+  const Choice gi = need_input ? dense_grad_input(p, phases) : Choice{nullptr, ""};
   if (gi.launch != nullptr) {
-    for (const GradInputPhase& ph : grad_input_phases(p)) {
+    for (const GradInputPhase& ph : phases) {
       at::Tensor dx_phase = dx.slice(2, ph.rho, p.in_length, p.stride);
       if (ph.taps.empty()) {
         dx_phase.zero_();
@@ -555,25 +599,17 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
     p.y_stride_c = p.out_length;
     p.y_stride_l = 1;
   }
-  p.y = reinterpret_cast<void*>(uintptr_t{256});
+  p.y = kFreshPointer;
   if (cl && forced() != Force::kAllGeneric) {
-    // the backward as conv1d_backward runs it with dy in the output's layout and dx in x's
-    Conv1dParams gi = channels_last_grad_input_params(p, w);
-    gi.x = p.y;
-    gi.x_stride_b = p.y_stride_b;
-    gi.x_stride_c = p.y_stride_c;
-    gi.x_stride_l = p.y_stride_l;
-    gi.y = p.y;
-    gi.y_stride_b = p.in_length * p.in_channels;
-    gi.y_stride_c = 1;
-    gi.y_stride_l = p.in_channels;
-    if (channels_last_grad_input_ok(gi) && conv1d_bwd_weight_depthwise_channels_last_supports(p))
+    // the backward as conv1d_backward runs it for a dy in the output's layout (B, L, C) and dx in x's
+    const int64_t dys[3] = {p.y_stride_b, p.y_stride_c, p.y_stride_l};
+    if (channels_last_backward(p, w, kFreshPointer, dys, kFreshPointer, true, true).ok)
       return {choose_forward(p).name, "conv1d_bwd_input_depthwise_channels_last",
               "conv1d_bwd_weight_depthwise_channels_last"};
   }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  const Choice gi = dense_grad_input(p);
+  const Choice gi = dense_grad_input(p, grad_input_phases(p));
   const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};
