@@ -1,0 +1,41 @@
+"""The benchmark's case selection (CPU only): the suite by default, convkit's extra strided / dilated
+depthwise cases only when asked for, and every extra case a specialised entry of the table."""
+import json
+import os
+
+import pytest
+
+from convkit import bench
+
+TABLE = os.path.join(os.path.dirname(__file__), "..", "csrc", "specializations.json")
+
+
+def test_default_is_the_suite():
+    suite = bench.load_suite()
+    chosen = bench.select_cases([])
+    assert [c["name"] for c in chosen] == [c["name"] for c in suite["cases"]]
+    assert all(c["family"] != "depthwise_sd" for c in chosen)
+
+
+def test_extra_cases_by_family_and_name_in_order():
+    extra = bench.load_suite(bench.EXTRA)["cases"]
+    assert len(extra) >= 5
+    chosen = bench.select_cases(["depthwise_sd", "kb_dw_k3"])
+    assert [c["name"] for c in chosen] == [c["name"] for c in extra] + ["kb_dw_k3"]
+    assert [c["name"] for c in bench.select_cases([extra[1]["name"]])] == [extra[1]["name"]]
+
+
+def test_extra_cases_are_table_entries():
+    if not os.path.exists(TABLE):
+        pytest.skip("needs the source tree (csrc/specializations.json)")
+    with open(TABLE) as f:
+        entries = {(e["family"], e["K"], e["stride"], e["dilation"]) for e in json.load(f)["entries"]}
+    for c in bench.load_suite(bench.EXTRA)["cases"]:
+        assert c["groups"] == c["Cin"] == c["Cout"]
+        assert ("depthwise", c["K"], c["stride"], c["dilation"]) in entries, c["name"]
+        assert c["stride"] > 1 or c["dilation"] > 1, c["name"]
+
+
+def test_unknown_case_is_an_error():
+    with pytest.raises(SystemExit, match="unknown case"):
+        bench.select_cases(["no_such_case"])
