@@ -497,26 +497,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     if (plan.ok) {
       at::Tensor dy = dy_in;
       if (activation != kActNone) dy = undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
-      if (!(dy.stride(1) == 1 && dy.stride(2) == C)) dy = dy.transpose(1, 2).contiguous().transpose(1, 2);
+      if (fresh && !(dy.stride(0) == fresh_strides[0] && dy.stride(1) == 1 && dy.stride(2) == C)) {
+        // exactly the planned (B, L, C) strides (a (B, C, 1) dy is "contiguous" in both layouts, so
+        // .contiguous() would keep it as it is)
+        dy = at::empty({p.batch, p.out_length, C}, dy.options()).transpose(1, 2).copy_(dy);
+      }
       const int64_t dys[3] = {dy.stride(0), dy.stride(1), dy.stride(2)};
       ChannelsLastBackward run = channels_last_backward(p, w, dy.data_ptr(), dys,
                                                         need_input ? dx.data_ptr() : kFreshPointer, need_input,
                                                         need_weight || need_bias);
-      TORCH_CHECK(run.ok, "convkit: internal error: the channels-last backward's eligibility changed with dy");
-      if (need_input)
-        check_launch(launch_conv1d_fwd_depthwise_channels_last(run.gi, current_stream()),
-                     "conv1d_bwd_input_depthwise_channels_last");
-      if (need_weight || need_bias) {
-        Conv1dParams& gw = run.gw;
-        gw.grad_w = need_weight ? dw.data_ptr() : nullptr;
-        gw.grad_bias = need_bias ? db.data_ptr() : nullptr;
-        gw.bias = gw.grad_bias;  // the kernel sums dy for grad-bias when this is set
-        at::Tensor ws = at::empty({plan_conv1d_bwd_weight_depthwise_channels_last(gw)}, opts.dtype(at::kFloat));
-        gw.workspace = ws.data_ptr();
-        check_launch(launch_conv1d_bwd_weight_depthwise_channels_last(gw, current_stream()),
-                     "conv1d_bwd_weight_depthwise_channels_last");
+      if (run.ok) {  // as planned, unless an allocation is less aligned than the plan assumed
+        if (need_input)
+          check_launch(launch_conv1d_fwd_depthwise_channels_last(run.gi, current_stream()),
+                       "conv1d_bwd_input_depthwise_channels_last");
+        if (need_weight || need_bias) {
+          Conv1dParams& gw = run.gw;
+          gw.grad_w = need_weight ? dw.data_ptr() : nullptr;
+          gw.grad_bias = need_bias ? db.data_ptr() : nullptr;
+          gw.bias = gw.grad_bias;  // the kernel sums dy for grad-bias when this is set
+          at::Tensor ws = at::empty({plan_conv1d_bwd_weight_depthwise_channels_last(gw)}, opts.dtype(at::kFloat));
+          gw.workspace = ws.data_ptr();
+          check_launch(launch_conv1d_bwd_weight_depthwise_channels_last(gw, current_stream()),
+                       "conv1d_bwd_weight_depthwise_channels_last");
+        }
+        return {dx, dw, db};
       }
-      return {dx, dw, db};
     }
   }
 

@@ -516,6 +516,29 @@ def test_depthwise_channels_last_layout(case, dtype, poison_outputs):
     assert torch.equal(grads[0][1], grads[1][1]) and torch.equal(grads[0][2], grads[1][2])
 
 
+@pytest.mark.parametrize("activation", [None, "silu"])
+@pytest.mark.parametrize("dy_layout", ["bcl", "blc"])
+def test_depthwise_channels_last_one_output(activation, dy_layout):
+    """A (B, L, C) input with one output position and a dy of another layout: a (B, C, 1) dy is
+    contiguous in both layouts, so the channels-last backward must build its (B, L, C) copy itself
+    (an offset view makes dy's address unaligned too)."""
+    B, C, K = 3, 24, 5
+    dtype = torch.bfloat16
+    x = torch.randn(B, K, C, device="cuda").to(dtype).transpose(1, 2)
+    _, w, b = make_inputs(B, C, C, K, K, C, dtype)
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = convkit.conv1d(xr, wr, br, groups=C, activation=activation)
+    assert y.shape == (B, C, 1)
+    base = torch.randn(B * C + 1, device="cuda").to(dtype)
+    dy = base[1:].view(B, C, 1) if dy_layout == "bcl" else base[1:].view(B, 1, C).transpose(1, 2)
+    y.backward(dy)
+    y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, 0, 0, 1, C, activation)
+    assert_close(y, y_ref, dtype, "forward")
+    assert_close(xr.grad, dx_ref, dtype, "grad_input")
+    assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+    assert_close(br.grad, db_ref, dtype, "grad_bias")
+
+
 def test_depthwise_channels_last_fp32_weights_and_compile():
     x = torch.randn(2, 515, 64, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
     _, w, b = make_inputs(2, 64, 64, 4, 515, 64, torch.float32)
