@@ -1,4 +1,5 @@
 """convkit's CUDA kernels against torch in float64: forward and every gradient, every dtype."""
+import os
 import pytest
 import torch
 
@@ -550,3 +551,35 @@ def test_depthwise_channels_last_fp32_weights_and_compile():
     y = torch.compile(f, fullgraph=True)(x, w, b)
     assert y.stride(1) == 1, "the fake implementation and the kernel agree on the output layout"
     torch.testing.assert_close(y, f(x, w, b))
+
+
+# The dense forward's cp.async x ring (conv1d_fwd_dense_mma.cu, kRing) is opt-in while it is measured;
+# the switch is read once per process, so a child process runs these cases with it on.
+RING_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups
+    (2, 64, 128, 3, 4104, 1, 0, 1, 1), (2, 64, 128, 3, 3000, 3, 0, 4, 1), (2, 64, 96, 3, 2048, 1, 8, 8, 1),
+    (2, 64, 64, 2, 2048, 1, 0, 512, 1), (2, 128, 128, 5, 1032, 1, 2, 1, 8), (1, 40, 24, 4, 777, 2, 3, 1, 1)]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, S, P, D, G in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        b = torch.randn(Cout, device="cuda").to(dtype)
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        y_ref = reference(x, w, b, torch.zeros_like(y), S, P, P, D, G)[0]
+        assert_close(y, y_ref, dtype, f"forward {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
+print("ring cases passed")
+"""
+
+
+def test_dense_forward_cp_async_ring():
+    import subprocess
+    import sys
+    env = dict(os.environ, CONVKIT_DENSE_RING="1")
+    res = subprocess.run([sys.executable, "-c", RING_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ring cases passed" in res.stdout

@@ -173,4 +173,15 @@ cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const float* part, i
   return cudaGetLastError();
 }
 
+// ---- cp.async (sm_80+): the depthwise pipelines and the dense forward's x ring ----------------------
+// Copies `bytes` (0..16) from global to shared and zero-fills the rest of the 16 bytes.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 }  // namespace convkit

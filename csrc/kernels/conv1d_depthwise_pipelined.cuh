@@ -23,17 +23,6 @@
 namespace convkit {
 namespace dw {
 
-// ---- cp.async (sm_80+) ---------------------------------------------------------------------------
-// Copies `bytes` (0..16) from global to shared and zero-fills the rest of the 16 bytes.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // Issues the copies of `nslots` 16-byte slots of one row into `dst`: slot s holds row elements
 // [q0 + s*VE, +VE), zero outside [0, len). q0 is a multiple of VE and the row is 16-byte aligned,
 // so a slot is inside, outside, or cut by the row's end (then its valid prefix is copied).

@@ -32,12 +32,15 @@
 // T, staged in a 1.25 KB per-warp buffer (no block barrier), then 16-byte coalesced stores of y rows.
 // (The fp32 C tile that used to alias a stage buffer, and forced ~70 KB stages, is gone.)
 //
-// STATUS: the resident-panel + per-warp-epilogue version (189 / 224 registers, no spills) has not
-// been run on a GPU yet: run ci/dense_mma_check.cu before trusting it. Before it (H200): correct on
-// every case, 43-68 TFLOP/s, 225 registers, 1 block/SM; weight staging was the main cost. The
-// resident variant still needs ~190 registers (acc 64 + x prefetch 32 + fragments + addressing): at
-// __launch_bounds__(256, 2) ptxas spills ~250 bytes, so it stays at 1 block/SM (8 warps).
+// STATUS (H200, benchmarks/NOTES.md session 6): correct on the GPU suite and ci/dense_mma_check.cu;
+// bf16 kb76 7.0 ms (1.76x cuDNN), kb67 2.4 ms (1.48x), but 0.2-1.0x cuDNN elsewhere. Profile: ~1100
+// instructions per warp per stage against 96 MMAs, 2 warps per scheduler (204 registers, 1 block
+// per SM), so per-stage work and latency, not the MMAs, set the time. The cp.async ring (kRing) is
+// written for that but not yet measured: it is opt-in (CONVKIT_DENSE_RING=1), and
+// `CONVKIT_DENSE_RING=1 ci/dense_mma_check` checks and times it.
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "activation.cuh"
@@ -52,6 +55,7 @@ using namespace tc;
 constexpr int kThreads = 256;  // 8 warps
 constexpr int kMaxK = 8;       // taps handled (kernel_size <= 8)
 constexpr int kAUnits = 8;     // 16-byte A units (8 weights) per thread per stage (fast path)
+constexpr int kRingStages = 3; // raw x slots of the cp.async ring (kRing): two stages in flight
 
 struct DensePlan {
   int wm;        // warps along co: 2 -> BM 128 x BN 128, 1 -> BM 64 x BN 256
@@ -69,6 +73,9 @@ struct DensePlan {
   int stage_off;      // offset of stage 0 (after the resident panel, else 0)
   int epi_off;        // offset of the per-warp epilogue buffers
   int blocks_per_sm;  // occupancy the plan was sized for (grid sizing)
+  int ring;           // kRingStages: x windows come through a cp.async ring of raw tiles; 0: registers
+  int raw_off;        // offset of raw ring slot 0 ([segment][channel][position], wls positions per row)
+  int raw_bytes;      // bytes per raw slot
   // A fast path (weights contiguous (Cout, Cin_g, K), 16-byte aligned rows): a row's stage is
   // cc*K consecutive weights = a_u8 16-byte units; thread -> flat unit tid + i * kThreads.
   int a_vec;
@@ -105,9 +112,17 @@ constexpr int kEpiBytes = (kThreads / 32) * kEpiWarpBytes;
 // kRes: the whole A panel of the block's (group, m tile) is resident in shared memory
 // ([row][chunk][k][ci], loaded once and reloaded only when the tile's (group, m tile) changes);
 // a stage then holds only the x window. !kRes: A is staged per stage as before.
-template <typename T, bool kRes>
+//
+// kRing (opt-in while it is measured: CONVKIT_DENSE_RING=1; resident panel, 16-byte aligned x rows):
+// the x windows are copied global -> shared by cp.async into a ring of kRingStages raw slots
+// ([segment][channel][position]), issued two stages ahead, and each thread transposes the 16-byte
+// chunks it copied itself (so no barrier between the copy and the transpose). The register path
+// holds one stage of prefetch in 32 registers and waits for it right after the MMAs (the kb76
+// profile: long-scoreboard stalls 2.7 of 9.2 cycles per instruction).
+template <typename T, bool kRes, bool kRing>
 __global__ void __launch_bounds__(kThreads, 1)
     conv1d_fwd_dense_mma_kernel(const Conv1dParams p, const DensePlan q) {
+  static_assert(kRes || !kRing, "the ring runs with the resident weight panel only");
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
@@ -160,6 +175,41 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The stage helpers and the epilogue take the tile's coordinates, decoded once per tile by the
   // stage stream below (three divisions; the profile of kb76 had them at ~10 % of all instructions
   // when every helper decoded the tile again).
+  // This thread's x chunk of a stage: first position `pos` (a multiple of 8), first of its 8 channels
+  // (within the group) `c_loc0`, and that channel's row offset.
+  auto x_origin = [&](const TileCoord& tc, int64_t chunk, int64_t& pos, int64_t& c_loc0, int64_t& row0) {
+    const int64_t start = tc.j0 * S - P + (q.nseg > 1 ? x_seg * D : 0);
+    pos = floor8(start) + x_t0;
+    c_loc0 = chunk * q.cc + x_cg * 8;
+    row0 = tc.b * p.x_stride_b + (tc.g * q.cin_g + c_loc0) * p.x_stride_c;
+  };
+  // kRing: byte offset of this thread's 8 channel rows (16 bytes each, one row apart) in a raw slot.
+  const uint32_t raw_thread = static_cast<uint32_t>(((x_seg * q.cc + x_cg * 8) * q.wls + x_t0) * 2);
+  auto issue_stage = [&](int slot, const TileCoord& tc, int64_t chunk) {  // kRing: cp.async the x window
+    if (!x_active) return;
+    int64_t pos, c_loc0, row0;
+    x_origin(tc, chunk, pos, c_loc0, row0);
+    unsigned char* dst = smem + q.raw_off + slot * q.raw_bytes + raw_thread;
+    // pos is a multiple of 8 and rows are 16-byte aligned: a chunk is before the row, inside it, cut
+    // by its end (the valid prefix is copied) or after it; cp.async zero-fills what it does not copy.
+    const int64_t valid = pos < 0 ? 0 : max(int64_t{0}, min(int64_t{8}, p.in_length - pos));
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const int bytes = c_loc0 + c < q.cin_g ? static_cast<int>(valid) * 2 : 0;
+      const unsigned short* src = bytes > 0 ? xr + row0 + c * p.x_stride_c + pos : xr;
+      cp_async16(dst + c * q.wls * 2, src, bytes);
+    }
+  };
+  auto raw_to_rx = [&](int slot) {  // kRing: this thread's own chunks of a landed slot into rx
+    if (!x_active) return;
+    const uint32_t src = smem_u32(smem + q.raw_off + slot * q.raw_bytes) + raw_thread;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(rx[4 * c]), "=r"(rx[4 * c + 1]), "=r"(rx[4 * c + 2]), "=r"(rx[4 * c + 3])
+                   : "r"(src + c * q.wls * 2));
+  };
+
   auto load_stage = [&](const TileCoord& tc, int64_t chunk) {
     const int64_t ci_base = chunk * q.cc;
     // weights (fast path; the general layout is loaded in store_stage)
@@ -196,11 +246,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) rx[i] = 0u;
     if (x_active) {
-      const int64_t start = tc.j0 * S - P + (q.nseg > 1 ? x_seg * D : 0);
-      const int64_t pos = floor8(start) + x_t0;
+      int64_t pos, c_loc0, row0;
+      x_origin(tc, chunk, pos, c_loc0, row0);
       const bool vec = p.x_stride_l == 1 && pos >= 0 && pos + 8 <= p.in_length;
-      const int64_t c_loc0 = ci_base + x_cg * 8;
-      const int64_t row0 = tc.b * p.x_stride_b + (tc.g * q.cin_g + c_loc0) * p.x_stride_c;
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         if (c_loc0 + c < q.cin_g) {
@@ -422,7 +470,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     pan_g = tc.g;
     pan_co0 = tc.co0;
   }
-  load_stage(tc, chunk);
+  // kRing: the issue cursor (it, ic) runs kRingStages - 1 stages ahead of the stage being transposed;
+  // every call commits a group (empty past the last stage), so cp_async_wait<kRingStages - 2> after
+  // an issue means "the oldest stage not yet transposed has landed".
+  int64_t it = tile, ic = chunk;
+  TileCoord itc = tc;
+  int slot_issue = 0, slot_use = 0;
+  auto issue_next = [&]() {
+    if (it < q.num_tiles) issue_stage(slot_issue, itc, ic);
+    cp_async_commit();
+    slot_issue = slot_issue + 1 == kRingStages ? 0 : slot_issue + 1;
+    if (++ic == q.chunks) {
+      ic = 0;
+      it += gridDim.x;
+      if (it < q.num_tiles) itc = tile_coord(q, p.groups, it);
+    }
+  };
+  auto take_landed = [&]() {  // the oldest issued stage, into rx
+    cp_async_wait<kRingStages - 2>();
+    raw_to_rx(slot_use);
+    slot_use = slot_use + 1 == kRingStages ? 0 : slot_use + 1;
+  };
+  if constexpr (kRing) {
+    for (int s = 0; s < kRingStages - 1; ++s) issue_next();
+    take_landed();
+  } else {
+    load_stage(tc, chunk);
+  }
   store_stage(0, tc, chunk);
   __syncthreads();
   int buf = 0;
@@ -435,7 +509,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (ntile < q.num_tiles) nc = tile_coord(q, p.groups, ntile);
     }
     const bool has_next = ntile < q.num_tiles;
-    if (has_next) load_stage(nc, nchunk);
+    if constexpr (kRing) {
+      issue_next();
+    } else {
+      if (has_next) load_stage(nc, nchunk);
+    }
     if (chunk == 0) {
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi)
@@ -445,7 +523,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
     }
     compute(buf, chunk);
-    if (has_next) store_stage(buf ^ 1, nc, nchunk);
+    if (has_next) {
+      if constexpr (kRing) take_landed();
+      store_stage(buf ^ 1, nc, nchunk);
+    }
     __syncthreads();  // stage buf fully read; stage buf ^ 1 complete
     if (chunk == q.chunks - 1) epilogue(tc);
     if (!has_next) break;
@@ -467,6 +548,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tc = nc;
     buf ^= 1;
   }
+  if constexpr (kRing) cp_async_wait<0>();  // (only empty groups can be pending here)
 }
 
 int smem_optin_bytes() {
@@ -482,6 +564,14 @@ int smem_optin_bytes() {
 }
 
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+bool dense_ring_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CONVKIT_DENSE_RING");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 // Geometry of block shape (wm, cc) with resident or staged weights; false when it does not apply
 // or does not fit in `limit` bytes of shared memory.
@@ -540,9 +630,22 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
   }
   q.rb_off = q.a_bytes + q.x_bytes;
   q.stage_bytes = static_cast<int>(round_up(q.rb_off + kMaxK * 4, 128));
-  q.epi_off = q.stage_off + 2 * q.stage_bytes;
-  const int64_t total = static_cast<int64_t>(q.epi_off) + kEpiBytes;
+  q.raw_off = q.stage_off + 2 * q.stage_bytes;
+  q.raw_bytes = static_cast<int>(round_up(static_cast<int64_t>(q.nseg) * cc * q.wls * 2, 128));
+  q.ring = 0;
+  q.epi_off = q.raw_off;
+  int64_t total = static_cast<int64_t>(q.epi_off) + kEpiBytes;
   if (total > limit) return false;
+  // The cp.async ring (kRing): resident panel, 16-byte aligned contiguous x rows, room for the slots;
+  // opt-in (CONVKIT_DENSE_RING=1) until it is measured against the register path.
+  const bool rows16 = p.x_stride_l == 1 && p.x_stride_c % 8 == 0 && p.x_stride_b % 8 == 0 &&
+                      (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+  const int64_t ring_total = total + static_cast<int64_t>(kRingStages) * q.raw_bytes;
+  if (resident && rows16 && dense_ring_enabled() && ring_total <= limit) {
+    q.ring = kRingStages;
+    q.epi_off = q.raw_off + kRingStages * q.raw_bytes;
+    total = ring_total;
+  }
   q.smem_bytes = static_cast<int>(total);
   return true;
 }
@@ -590,21 +693,20 @@ bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
   return q.cin_g >= 8;
 }
 
+template <typename T, bool kRes, bool kRing>
+cudaError_t launch_variant(const Conv1dParams& p, const DensePlan& q, unsigned grid, cudaStream_t stream) {
+  auto kernel = conv1d_fwd_dense_mma_kernel<T, kRes, kRing>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t launch_typed(const Conv1dParams& p, const DensePlan& q, unsigned grid, cudaStream_t stream) {
-  cudaError_t err;
-  if (q.resident) {
-    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               q.smem_bytes);
-    if (err != cudaSuccess) return err;
-    conv1d_fwd_dense_mma_kernel<T, true><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
-  } else {
-    err = cudaFuncSetAttribute(conv1d_fwd_dense_mma_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               q.smem_bytes);
-    if (err != cudaSuccess) return err;
-    conv1d_fwd_dense_mma_kernel<T, false><<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
-  }
-  return cudaGetLastError();
+  if (q.ring) return launch_variant<T, true, true>(p, q, grid, stream);
+  if (q.resident) return launch_variant<T, true, false>(p, q, grid, stream);
+  return launch_variant<T, false, false>(p, q, grid, stream);
 }
 
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream) {
