@@ -173,6 +173,12 @@ cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const float* part, i
   return cudaGetLastError();
 }
 
+// Whether a tensor's rows (element strides sb, sc, sl) are contiguous and start on 16-byte
+// boundaries, with `ve` elements per 16 bytes: a row's whole 16-byte vectors can be loaded and stored.
+__host__ __device__ inline bool rows_vec_aligned(const void* ptr, int64_t sb, int64_t sc, int64_t sl, int64_t ve) {
+  return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+}
+
 // ---- cp.async (sm_80+): the depthwise pipelines and the dense forward's x ring ----------------------
 // Copies `bytes` (0..16) from global to shared and zero-fills the rest of the 16 bytes.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {

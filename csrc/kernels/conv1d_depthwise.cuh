@@ -588,13 +588,9 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
     const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       const int mode = stream_pad_mode(p.pad_left, K, D);
-      if (v == V) {
-        launch_fwd_stream<T, K, S, D, V>(p, mode, static_cast<unsigned>(n), stream);
-      } else if (v > V) {
-        if constexpr (sizeof(T) == 2) launch_fwd_stream<T, K, S, D, 2 * V>(p, mode, static_cast<unsigned>(n), stream);
-      } else if constexpr (S == 2 && (V / 2) % VecOf<T>::kElems == 0) {
-        launch_fwd_stream<T, K, S, D, V / 2>(p, mode, static_cast<unsigned>(n), stream);
-      }
+      with_stream_vec<T, S, V>(v, [&](auto vc) {
+        launch_fwd_stream<T, K, S, D, decltype(vc)::value>(p, mode, static_cast<unsigned>(n), stream);
+      });
       return cudaGetLastError();
     }
   }
@@ -648,13 +644,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
     if (bwd_stream_ok(p, v)) {
       const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
       const int mode = stream_pad_mode(p.pad_left, K, D);
-      if (v == V) {
-        launch_bwd_stream<T, K, S, D, V>(p, mode, n, stream);
-      } else if (v > V) {
-        if constexpr (sizeof(T) == 2) launch_bwd_stream<T, K, S, D, 2 * V>(p, mode, n, stream);
-      } else if constexpr (S == 2 && (V / 2) % VecOf<T>::kElems == 0) {
-        launch_bwd_stream<T, K, S, D, V / 2>(p, mode, n, stream);
-      }
+      with_stream_vec<T, S, V>(v, [&](auto vc) { launch_bwd_stream<T, K, S, D, decltype(vc)::value>(p, mode, n, stream); });
       launched = true;
     }
   }

@@ -78,16 +78,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_direct_kernel(const Co
   float xin[Cfg::kThreadWin];
   read_window<T>(wb, e / VE, e % VE, xin);
   float acc[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    acc[i] = bias;
-#pragma unroll
-    for (int k = 0; k < K; ++k) acc[i] += w[k] * xin[i * S + k * D];
-  }
-  if (p.activation != kActNone) {
-#pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = activate(p.activation, acc[i]);
-  }
+  fwd_taps<K, S, D>(w, xin, bias, p.activation, acc);
   store_run<T, V>(p.y, b * p.y_stride_b + co * p.y_stride_c, p.y_stride_l, j0, p.out_length, acc);
 }
 
@@ -198,12 +189,10 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const 
 inline bool bwd_fused_rows_ok(const Conv1dParams& p) {
   const int size = dtype_bytes(p.dtype);
   const int64_t ve = 16 / size;
-  auto aligned = [&](const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
-    return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-  };
   return size < 8 && p.activation == kActNone && p.out_channels == p.in_channels &&
-         p.pad_left <= (p.kernel_size - 1) * p.dilation && aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l) &&
-         aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
+         p.pad_left <= (p.kernel_size - 1) * p.dilation &&
+         rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, ve) &&
+         rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, ve);
 }
 
 // Whether the direct backward runs these params (with V outputs per thread): stride 1, the rows'

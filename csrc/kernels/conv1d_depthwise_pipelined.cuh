@@ -23,6 +23,23 @@
 namespace convkit {
 namespace dw {
 
+// The forward of N consecutive outputs from their inputs (xin[m*S + k*D] is output m's tap k): bias
+// plus the taps, then the fused activation. The pipelined, direct and streaming forwards share it.
+template <int K, int S, int D, int N, int NW>
+__device__ __forceinline__ void fwd_taps(const float (&w)[K], const float (&xin)[NW], float bias, int activation,
+                                         float (&acc)[N]) {
+#pragma unroll
+  for (int m = 0; m < N; ++m) {
+    acc[m] = bias;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[m] += w[k] * xin[m * S + k * D];
+  }
+  if (activation != kActNone) {
+#pragma unroll
+    for (int m = 0; m < N; ++m) acc[m] = activate(activation, acc[m]);
+  }
+}
+
 // Issues the copies of `nslots` 16-byte slots of one row into `dst`: slot s holds row elements
 // [q0 + s*VE, +VE), zero outside [0, len). q0 is a multiple of VE and the row is 16-byte aligned,
 // so a slot is inside, outside, or cut by the row's end (then its valid prefix is copied).
@@ -193,16 +210,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_pipelined_kernel(const
         float xin[Cfg::kThreadWin];
         read_window<T>(stages + stage * kSlots, jl * S / VE, shift, xin);
         float acc[kRun];
-#pragma unroll
-        for (int i = 0; i < kRun; ++i) {
-          acc[i] = bias;
-#pragma unroll
-          for (int k = 0; k < K; ++k) acc[i] += w[k] * xin[i * S + k * D];
-        }
-        if (p.activation != kActNone) {
-#pragma unroll
-          for (int i = 0; i < kRun; ++i) acc[i] = activate(p.activation, acc[i]);
-        }
+        fwd_taps<K, S, D>(w, xin, bias, p.activation, acc);
         bool stored = false;
         if constexpr (Cfg::kStaged) {
           // Whole warp inside the row, row contiguous and aligned: store through shared memory.
@@ -368,8 +376,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_pipelined_kernel(const
 
 // Rows contiguous and starting on 16-byte boundaries: what cp.async of whole slots needs.
 template <typename T> inline bool rows_aligned(const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
-  constexpr int VE = VecOf<T>::kElems;
-  return sl == 1 && sc % VE == 0 && sb % VE == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+  return rows_vec_aligned(ptr, sb, sc, sl, VecOf<T>::kElems);
 }
 
 // Whether the pipelined forward can run these params (the kernel's assumptions above).

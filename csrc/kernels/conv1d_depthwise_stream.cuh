@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "activation.cuh"
 #include "common.cuh"
@@ -197,10 +198,17 @@ inline int stream_vec(int elem_size, int64_t len, int V, int64_t stride) {
   return V;
 }
 
-// Whether a tensor's rows are contiguous and 16-byte aligned (then whole-vector stores are safe): a
-// block checks this and its row bounds once, then runs its unguarded body.
-template <int VE> __device__ __forceinline__ bool rows_vec_aligned(const void* ptr, int64_t sb, int64_t sc, int64_t sl) {
-  return sl == 1 && sc % VE == 0 && sb % VE == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+// Calls f(std::integral_constant<int, v>{}) for v = stream_vec's choice from the configured V (V, 2V
+// for 16-bit types, V/2 at stride 2): the instantiations launch_fwd / launch_bwd need, in one place.
+template <typename T, int S, int V, typename F>
+void with_stream_vec(int v, F&& f) {
+  if (v == V) {
+    f(std::integral_constant<int, V>{});
+  } else if (v > V) {
+    if constexpr (sizeof(T) == 2) f(std::integral_constant<int, 2 * V>{});
+  } else if constexpr (S == 2 && (V / 2) % VecOf<T>::kElems == 0) {
+    f(std::integral_constant<int, V / 2>{});
+  }
 }
 
 // One block's units of one row; kFast: every vector read and written is inside its row and the
@@ -233,16 +241,7 @@ __device__ __forceinline__ void fwd_stream_block(const Conv1dParams& p, const T*
     unit_window<T, K, S, D, stream_pad<K, D, kPadMode>()>(own[i], lane, xrow, u * S, len, pad, xin);
     if (!kFast && u >= n_units) continue;
     float acc[VE];
-#pragma unroll
-    for (int m = 0; m < VE; ++m) {
-      acc[m] = bias;
-#pragma unroll
-      for (int k = 0; k < K; ++k) acc[m] += w[k] * xin[m * S + k * D];
-    }
-    if (p.activation != kActNone) {
-#pragma unroll
-      for (int m = 0; m < VE; ++m) acc[m] = activate(p.activation, acc[m]);
-    }
+    fwd_taps<K, S, D>(w, xin, bias, p.activation, acc);
     if constexpr (kFast) {
       store_vec<T>(yrow, u, acc);
     } else {
@@ -270,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   // Unguarded: the threads' own loads and the stores (halo loads at warp edges are always guarded).
   const int ue = ub + kBlockUnits;
   const bool fast = int64_t{ue} * S * VE <= p.in_length && int64_t{ue} * VE <= p.out_length &&
-                    rows_vec_aligned<VE>(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l);
+                    rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, VE);
   T* yrow = static_cast<T*>(p.y) + y_off;
   if (fast) {
     if (!edge_only) fwd_stream_block<T, K, S, D, V, kPadMode, true>(p, xrow, yrow, y_off, co, ub, n_units);
@@ -425,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   // edges are always guarded).
   const bool fast = int64_t{ue} * VE * S <= p.in_length && int64_t{ue} * VE <= p.out_length &&
                     (p.grad_x == nullptr ||
-                     rows_vec_aligned<VE>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l));
+                     rows_vec_aligned(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l, VE));
 
   float gw[K], gb = 0.0f;
 #pragma unroll
@@ -454,8 +453,10 @@ namespace dw {
 // runtime-padding kernel with edge_only, made only when such blocks exist. So the guarded body is
 // compiled once per (T, K, S, D, V), not once per padding mode, which keeps the build time down.
 // The host's test mirrors the kernels' per-block test: the last segment is the least inside.
-inline bool stream_has_edge_blocks(int64_t in_len, int64_t out_len, int64_t stride, int64_t tile, bool out_aligned) {
-  const int64_t end = ceil_div(out_len, tile) * tile;  // one past the last segment's last output
+// `covered`: the row length (in outputs) the launch's blocks cover.
+inline bool stream_has_edge_blocks(int64_t covered, int64_t in_len, int64_t out_len, int64_t stride, int64_t tile,
+                                   bool out_aligned) {
+  const int64_t end = ceil_div(covered, tile) * tile;  // one past the last segment's last output
   return !(end * stride <= in_len && end <= out_len && out_aligned);
 }
 
@@ -463,7 +464,7 @@ template <typename T, int K, int S, int D, int V>
 void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
   if (mode == 1) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
   if (mode == 2) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
-  const bool edges = stream_has_edge_blocks(p.in_length, p.out_length, S, int64_t{kThreads} * V,
+  const bool edges = stream_has_edge_blocks(p.out_length, p.in_length, p.out_length, S, int64_t{kThreads} * V,
                                             rows_aligned<T>(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l));
   if (mode == 0 || edges)
     conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);
@@ -472,8 +473,8 @@ template <typename T, int K, int S, int D, int V>
 void launch_bwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
   const bool dx_aligned = p.grad_x == nullptr || rows_aligned<T>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l);
   // The backward's blocks cover bwd_stream_len and need both rows to reach their end.
-  const int64_t tile = int64_t{kThreads} * V, end = ceil_div(bwd_stream_len(p), tile) * tile;
-  const bool edges = !(end * S <= p.in_length && end <= p.out_length && dx_aligned);
+  const bool edges =
+      stream_has_edge_blocks(bwd_stream_len(p), p.in_length, p.out_length, S, int64_t{kThreads} * V, dx_aligned);
   if (mode == 1) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
   if (mode == 2) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
   if (mode == 0 || edges) conv1d_bwd_dw_stream_kernel<T, K, S, D, V, 0><<<blocks, kThreads, 0, stream>>>(p, mode != 0);

@@ -470,6 +470,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     pan_g = tc.g;
     pan_co0 = tc.co0;
   }
+  // The stage after (t, c): the next chunk of tile t, or the first of the block's next tile (whose
+  // coordinates are decoded into `coord` when it exists).
+  auto advance = [&](int64_t& t, int64_t& c, TileCoord& coord) {
+    if (++c == q.chunks) {
+      c = 0;
+      t += gridDim.x;
+      if (t < q.num_tiles) coord = tile_coord(q, p.groups, t);
+    }
+  };
   // kRing: the issue cursor (it, ic) runs kRingStages - 1 stages ahead of the stage being transposed;
   // every call commits a group (empty past the last stage), so cp_async_wait<kRingStages - 2> after
   // an issue means "the oldest stage not yet transposed has landed".
@@ -480,11 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (it < q.num_tiles) issue_stage(slot_issue, itc, ic);
     cp_async_commit();
     slot_issue = slot_issue + 1 == kRingStages ? 0 : slot_issue + 1;
-    if (++ic == q.chunks) {
-      ic = 0;
-      it += gridDim.x;
-      if (it < q.num_tiles) itc = tile_coord(q, p.groups, it);
-    }
+    advance(it, ic, itc);
   };
   auto take_landed = [&]() {  // the oldest issued stage, into rx
     cp_async_wait<kRingStages - 2>();
@@ -501,13 +506,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   int buf = 0;
   for (;;) {
-    int64_t ntile = tile, nchunk = chunk + 1;
+    int64_t ntile = tile, nchunk = chunk;
     TileCoord nc = tc;
-    if (nchunk == q.chunks) {
-      nchunk = 0;
-      ntile += gridDim.x;
-      if (ntile < q.num_tiles) nc = tile_coord(q, p.groups, ntile);
-    }
+    advance(ntile, nchunk, nc);
     const bool has_next = ntile < q.num_tiles;
     if constexpr (kRing) {
       issue_next();
@@ -638,8 +639,7 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
   if (total > limit) return false;
   // The cp.async ring (kRing): resident panel, 16-byte aligned contiguous x rows, room for the slots;
   // opt-in (CONVKIT_DENSE_RING=1) until it is measured against the register path.
-  const bool rows16 = p.x_stride_l == 1 && p.x_stride_c % 8 == 0 && p.x_stride_b % 8 == 0 &&
-                      (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+  const bool rows16 = rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, 8);
   const int64_t ring_total = total + static_cast<int64_t>(kRingStages) * q.raw_bytes;
   if (resident && rows16 && dense_ring_enabled() && ring_total <= limit) {
     q.ring = kRingStages;
