@@ -3,7 +3,7 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I csrc ci/dense_mma_check.cu csrc/kernels/conv1d_fwd_dense_mma.cu \
 //        -o /tmp/dense_check && /tmp/dense_check            [--quick: skip the big suite shapes; --only NAME]
-//   CONVKIT_DENSE_RING=1 /tmp/dense_check ...   the same with the cp.async x ring where it applies
+//   CONVKIT_DENSE_RING=0 /tmp/dense_check ...   the same without the cp.async x ring (the register path)
 //
 // Every case: random x / w / bias, y poisoned with NaN (0xFFFF), launch, compare with the reference
 // (fp32 accumulation of the same rounded inputs): max |y - ref| / max |ref|, NaNs, and writes outside

@@ -346,6 +346,54 @@ def test_depthwise_streaming_kernels(dtype, ksd, padding, length, poison_outputs
     check_case(x, w, b, S, padding, D, C, dtype)
 
 
+def cuda_kernel_names(fn):
+    """Names of the CUDA kernels fn() launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+# The Toeplitz backward (16-bit, K >= 15, stride 1, grad-input and grad-weight on tensor cores) runs on
+# rows whose x and dy are whole 16-byte vectors: symmetric paddings with (K-1) - 2P a multiple of 8,
+# and causal. Lengths: part of one tile (a tile is 2048 outputs), one tile, two tiles and a part.
+@pytest.mark.parametrize("length", [640, 2048, 4096 + 64])
+@pytest.mark.parametrize("kp", [(31, 15), (31, 3), (31, "causal"), (15, 7), (15, 3), (15, "causal")], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_depthwise_toeplitz_backward(dtype, kp, length, poison_outputs):
+    K, padding = kp
+    if ("depthwise", K, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    C = 5
+    x, w, b = make_inputs(2, C, C, K, length, C, dtype)
+    names = cuda_kernel_names(lambda: check_case(x, w, b, 1, padding, 1, C, dtype))
+    assert any("conv1d_bwd_dw_toeplitz_kernel" in n for n in names), sorted(names)
+
+
+@pytest.mark.parametrize("needs", ["input", "weight"])
+def test_depthwise_toeplitz_backward_one_gradient(needs):
+    """Only grad-input, or only grad-weight / grad-bias, requested of the Toeplitz backward."""
+    if ("depthwise", 31, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    dtype, C, L = torch.bfloat16, 3, 2048 + 512
+    x, w, b = make_inputs(2, C, C, 31, L, C, dtype)
+    xr = x.clone().requires_grad_(needs == "input")
+    wr, br = w.clone().requires_grad_(needs == "weight"), b.clone().requires_grad_(needs == "weight")
+    y = convkit.conv1d(xr, wr, br, padding=15, groups=C)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, 15, 15, 1, C, None)
+    if needs == "input":
+        assert wr.grad is None
+        assert_close(xr.grad, dx_ref, dtype, "grad_input")
+    else:
+        assert xr.grad is None
+        assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+        assert_close(br.grad, db_ref, dtype, "grad_bias")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_depthwise_grad_weight_is_deterministic(dtype):
     """The depthwise backward's grad-weight / grad-bias: per-block partial sums added in a fixed order."""
@@ -553,8 +601,9 @@ def test_depthwise_channels_last_fp32_weights_and_compile():
     torch.testing.assert_close(y, f(x, w, b))
 
 
-# The dense forward's cp.async x ring (conv1d_fwd_dense_mma.cu, kRing) is opt-in while it is measured;
-# the switch is read once per process, so a child process runs these cases with it on.
+# The dense forward's cp.async x ring (conv1d_fwd_dense_mma.cu, kRing) is on by default where it applies;
+# CONVKIT_DENSE_RING=0 turns it off (the register path). The switch is read once per process, so a child
+# process runs these cases with it off; the other dense tests run the ring.
 RING_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -571,15 +620,15 @@ for dtype in (torch.bfloat16, torch.float16):
         y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
         y_ref = reference(x, w, b, torch.zeros_like(y), S, P, P, D, G)[0]
         assert_close(y, y_ref, dtype, f"forward {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
-print("ring cases passed")
+print("register path cases passed")
 """
 
 
-def test_dense_forward_cp_async_ring():
+def test_dense_forward_without_cp_async_ring():
     import subprocess
     import sys
-    env = dict(os.environ, CONVKIT_DENSE_RING="1")
+    env = dict(os.environ, CONVKIT_DENSE_RING="0")
     res = subprocess.run([sys.executable, "-c", RING_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "ring cases passed" in res.stdout
+    assert "register path cases passed" in res.stdout

@@ -59,10 +59,13 @@ template <typename T> constexpr int bwd_variant() {
 // Long kernels (K >= CONVKIT_DW_BWD_LONG_K) have their own backward choice; plan_bwd (not a
 // template) uses the runtime twin, which must agree.
 template <typename T, int K> constexpr int bwd_variant_for() {
-  return sizeof(T) < 8 && K >= CONVKIT_DW_BWD_LONG_K ? CONVKIT_DW_BWD_VARIANT_LONG_K : bwd_variant<T>();
+  return sizeof(T) == 8 || K < CONVKIT_DW_BWD_LONG_K ? bwd_variant<T>()
+         : sizeof(T) == 2                            ? CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K
+                                                     : CONVKIT_DW_BWD_VARIANT_FP32_LONG_K;
 }
 inline int bwd_variant(DType dt, int64_t K) {
-  if (dt != DType::kFloat64 && K >= CONVKIT_DW_BWD_LONG_K) return CONVKIT_DW_BWD_VARIANT_LONG_K;
+  if (dt != DType::kFloat64 && K >= CONVKIT_DW_BWD_LONG_K)
+    return dt == DType::kFloat32 ? CONVKIT_DW_BWD_VARIANT_FP32_LONG_K : CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K;
   return dt == DType::kFloat16 || dt == DType::kBFloat16 ? CONVKIT_DW_BWD_VARIANT_16BIT
          : dt == DType::kFloat32                         ? CONVKIT_DW_BWD_VARIANT_FP32
                                                          : 0;
@@ -648,6 +651,14 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
+  if constexpr (kVariant == 5 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+    if (bwd_toeplitz_ok(p, V)) {
+      conv1d_bwd_dw_toeplitz_kernel<T, K, D, V>
+          <<<static_cast<unsigned>(direct_tiles(p.batch * C, std::max(p.in_length, p.out_length), V)), kThreads, 0,
+             stream>>>(p);
+      launched = true;
+    }
+  }
   if constexpr (kVariant == 3 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
     if (bwd_direct_ok(p, V)) {
       conv1d_bwd_dw_direct_kernel<T, K, D, V>
@@ -656,7 +667,8 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  if constexpr (kVariant > 0 && kVariant != 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {  // (4: as fwd 9)
+  // (4: as fwd 9; 5 falls back to 1 where the Toeplitz kernel does not apply)
+  if constexpr (kVariant > 0 && kVariant != 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
     if (!launched && bwd_pipelined_ok<T>(p, K, S, D)) {
       constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
       constexpr bool kInterleave = kVariant == 2;  // (3: the direct kernel, else variant 1)
@@ -691,12 +703,12 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
 }
 
 // Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles;
-// the direct kernel (backward variant 3) makes one split per (b, tile).
+// the direct and Toeplitz kernels (backward variants 3, 5) make one split per (b, tile).
 // Sets p.weight_splits; returns the accumulator values p.workspace must hold.
 // `specialised`: the launch is a fixed-(K, S, D) kernel (the direct and streaming kernels exist only there).
 inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   const int64_t C = p.out_channels;
-  if (specialised && variant == 3 && bwd_direct_ok(p, v)) {
+  if (specialised && ((variant == 3 && bwd_direct_ok(p, v)) || (variant == 5 && bwd_toeplitz_ok(p, v)))) {
     p.weight_splits = direct_bwd_splits(p, v);
     return p.weight_splits * (C * p.kernel_size + C);
   }

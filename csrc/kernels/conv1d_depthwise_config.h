@@ -8,13 +8,14 @@
 //             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1),
 //             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2);
 //             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
-//             4 streaming (stride 1 or 2)
+//             4 streaming (stride 1 or 2), 5 Toeplitz on tensor cores (16-bit, stride 1; else 1)
 //             (see launch_fwd / launch_bwd).
 //   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
 //             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,
-//             fp32 keeps the pipelined forward and both keep the pipelined backward, which are 1.5-2x
-//             faster there than the streaming kernels; the picker's one choice per dtype class is
-//             made on the short kernels).
+//             fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than the
+//             streaming kernels; the 16-bit backward is the Toeplitz one (grad-input and grad-weight on
+//             tensor cores, session 7); the picker's one choice per dtype class is made on the short
+//             kernels).
 // Streaming variants (fwd 9, bwd 4) double V for 16-bit types on rows that fill the bigger block
 // (stream_vec). Session 5 micro-benchmark (benchmarks/NOTES.md): streaming fwd 87.8-95.6 % of the
 // floor on kb_dw_k3 / shortconv (direct: 73-75 %), fp32 94-96 %; bwd 77-91 %.
@@ -35,7 +36,8 @@
 #define CONVKIT_DW_FWD_V_FP32_LONG_K 16
 #define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
 #define CONVKIT_DW_BWD_LONG_K 15
-#define CONVKIT_DW_BWD_VARIANT_LONG_K 1
+#define CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K 5
+#define CONVKIT_DW_BWD_VARIANT_FP32_LONG_K 1
 
 // Resident blocks per SM the 16-bit streaming kernels with 2 units per thread ask the compiler for
 // (__launch_bounds__, see stream_min_blocks). Overridable with -D for the micro-benchmark.

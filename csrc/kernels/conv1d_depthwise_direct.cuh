@@ -93,6 +93,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_direct_kernel(const Co
 // as in the FMA kernels; the sums run in another order. One difference: an Inf/NaN input reaches
 // (through a zero coefficient) every output of its 16-output block, not only those whose taps touch it.
 // Weights must be of the input's dtype (fp32 weights take the FMA kernels).
+// The backward's grad-input (conv1d_bwd_dw_toeplitz_kernel below) is the same product on dy with the
+// taps reversed; toeplitz_a / toeplitz_outputs / store_warp_outputs serve both.
 template <typename T, int K, int D, int V>
 struct ToeplitzCfg {
   static constexpr int VE = VecOf<T>::kElems;
@@ -107,10 +109,77 @@ struct ToeplitzCfg {
   static_assert(sizeof(T) == 2 && kWarpOut % 128 == 0, "16-bit types, whole column groups per warp");
 };
 
+// The A fragments of channel c's Toeplitz matrix: a[s][r] holds A[row][col], A[row][col + 1] with
+// row = g + 8*(r & 1), col = 16s + c2 + 8*(r >> 1). kReverse: the taps in reverse order (grad-input).
+template <int K, int D, int kSteps, bool kReverse>
+__device__ __forceinline__ void toeplitz_a(uint32_t (&a)[kSteps][4], const Conv1dParams& p, int64_t c, int off) {
+  constexpr int KD = (K - 1) * D;
+  const int lane = threadIdx.x % 32, g = lane / 4, c2 = 2 * (lane % 4);
+  const unsigned short* wbits = static_cast<const unsigned short*>(p.w);
+  auto tap = [&](int i, int t) -> uint32_t {
+    const int d = t - off - i;
+    if (d < 0 || d > KD || d % D != 0) return 0u;
+    const int k = kReverse ? K - 1 - d / D : d / D;
+    return __ldg(wbits + c * p.w_stride_o + k * p.w_stride_k);
+  };
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int i = g + 8 * (r & 1), t = 16 * s + c2 + 8 * (r >> 1);
+      a[s][r] = tap(i, t) | (tap(i, t + 1) << 16);
+    }
+}
+
+// The warp's kGroups * 128 outputs into ob (16-bit, in order): output (r, n, i) = 128r + 16n + i is
+// sum_t A[i, t] * xb[e0 + 128r + 16n + t], plus bias, through the activation.
+template <typename T, int kSteps, int kGroups>
+__device__ __forceinline__ void toeplitz_outputs(const uint32_t (&a)[kSteps][4], const unsigned short* xb, int e0,
+                                                 float bias, int activation, unsigned short* ob) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c2 = 2 * (lane % 4);
+#pragma unroll
+  for (int r = 0; r < kGroups; ++r) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      // B[t][n] = window element e0 + 128r + 16n + t: b0 = rows t = 16s + c2, +1 of column n = g; b1 = rows + 8.
+      const uint32_t* wp = reinterpret_cast<const uint32_t*>(xb + e0 + 128 * r + 16 * g + 16 * s + c2);
+      tc::mma16816<T>(c, a[s], wp[0], wp[4]);
+    }
+    // c0, c1: outputs i = g of columns n = c2, c2 + 1; c2, c3: i = g + 8. Output (n, i) is 128r + 16n + i.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = c[e] + bias;
+      if (activation != kActNone) v = activate(activation, v);
+      const int n = c2 + (e & 1), i = g + 8 * (e >> 1);
+      ob[128 * r + 16 * n + i] = static_cast<unsigned short>(tc::bits16<T>(v));
+    }
+  }
+}
+
+// The warp's staged outputs [jw, jw + 8 * kUnits) of a row (elements of `stride` apart), those below
+// `len`: 16-byte stores where the row allows them.
+template <int kUnits>
+__device__ __forceinline__ void store_warp_outputs(const uint4* obuf, unsigned short* yrow, int64_t stride, int64_t jw,
+                                                   int64_t len) {
+  const unsigned short* ob = reinterpret_cast<const unsigned short*>(obuf);
+#pragma unroll
+  for (int u = threadIdx.x % 32; u < kUnits; u += 32) {
+    const int64_t j = jw + 8 * u;
+    if (stride == 1 && j + 8 <= len && reinterpret_cast<uintptr_t>(yrow + j) % 16 == 0) {
+      *reinterpret_cast<uint4*>(yrow + j) = obuf[u];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (j + e < len) yrow[(j + e) * stride] = ob[8 * u + e];
+    }
+  }
+}
+
 template <typename T, int K, int D, int V>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const Conv1dParams p) {
   using Cfg = ToeplitzCfg<T, K, D, V>;
-  constexpr int VE = Cfg::VE, KD = Cfg::KD, kSteps = Cfg::kSteps;
+  constexpr int VE = Cfg::VE;
   __shared__ uint4 buf[kThreads / 32][Cfg::kUnits];
   __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -126,61 +195,20 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const 
                   jw - Cfg::kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
   cp_async_commit();
 
-  // A fragments: a[s][r] holds A[row][col], A[row][col + 1] with row = g + 8*(r & 1), col = 16s + c2 + 8*(r >> 1).
   const int e_raw = Cfg::kHalo * VE - static_cast<int>(p.pad_left);  // window element of x[jw - P]
-  const int off = e_raw & 1, e0 = e_raw - off;
-  const int g = lane / 4, c2 = 2 * (lane % 4);
-  const unsigned short* wbits = static_cast<const unsigned short*>(p.w);
-  auto tap = [&](int i, int t) -> uint32_t {
-    const int d = t - off - i;
-    if (d < 0 || d > KD || d % D != 0) return 0u;
-    return __ldg(wbits + co * p.w_stride_o + (d / D) * p.w_stride_k);
-  };
-  uint32_t a[kSteps][4];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int i = g + 8 * (r & 1), t = 16 * s + c2 + 8 * (r >> 1);
-      a[s][r] = tap(i, t) | (tap(i, t + 1) << 16);
-    }
+  const int off = e_raw & 1;
+  uint32_t a[Cfg::kSteps][4];
+  toeplitz_a<K, D, Cfg::kSteps, false>(a, p, co, off);
   const float bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : 0.0f;
   cp_async_wait<0>();
   __syncwarp();
 
-  const unsigned short* xb = reinterpret_cast<const unsigned short*>(buf[warp]);
-  unsigned short* ob = reinterpret_cast<unsigned short*>(obuf[warp]);
-#pragma unroll
-  for (int r = 0; r < Cfg::kGroups; ++r) {
-    float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      // B[t][n] = window element e0 + 128r + 16n + t: b0 = rows t = 16s + c2, +1 of column n = g; b1 = rows + 8.
-      const uint32_t* wp = reinterpret_cast<const uint32_t*>(xb + e0 + 128 * r + 16 * g + 16 * s + c2);
-      tc::mma16816<T>(c, a[s], wp[0], wp[4]);
-    }
-    // c0, c1: outputs i = g of columns n = c2, c2 + 1; c2, c3: i = g + 8. Output (n, i) is 128r + 16n + i.
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = c[e] + bias;
-      if (p.activation != kActNone) v = activate(p.activation, v);
-      const int n = c2 + (e & 1), i = g + 8 * (e >> 1);
-      ob[128 * r + 16 * n + i] = static_cast<unsigned short>(tc::bits16<T>(v));
-    }
-  }
+  toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(buf[warp]), e_raw - off,
+                                                 bias, p.activation, reinterpret_cast<unsigned short*>(obuf[warp]));
   __syncwarp();
-  unsigned short* yrow = static_cast<unsigned short*>(p.y) + b * p.y_stride_b + co * p.y_stride_c;
-#pragma unroll
-  for (int u = lane; u < Cfg::kWarpOut / 8; u += 32) {
-    const int64_t j = jw + 8 * u;
-    if (p.y_stride_l == 1 && j + 8 <= p.out_length && reinterpret_cast<uintptr_t>(yrow + j) % 16 == 0) {
-      *reinterpret_cast<uint4*>(yrow + j) = obuf[warp][u];
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (j + e < p.out_length) yrow[(j + e) * p.y_stride_l] = ob[8 * u + e];
-    }
-  }
+  store_warp_outputs<Cfg::kWarpOut / 8>(obuf[warp],
+                                        static_cast<unsigned short*>(p.y) + b * p.y_stride_b + co * p.y_stride_c,
+                                        p.y_stride_l, jw, p.out_length);
 }
 
 // The fused backward kernels' conditions on everything but the stride and the grid (direct and
@@ -207,6 +235,23 @@ inline int64_t direct_bwd_splits(const Conv1dParams& p, int V) {
   return p.batch * ceil_div(std::max(p.in_length, p.out_length), int64_t{kThreads} * V);
 }
 
+// The block-level half of write_block_partials: after sums[warp][k] (k < K: grad-weight tap k, k = K: grad-bias)
+// of every warp, the block's sums over its warps in order, to the workspace as split `split`.
+template <int K>
+__device__ __forceinline__ void store_block_partials(const Conv1dParams& p, float (&sums)[kThreads / 32][K + 1],
+                                                     int64_t split, int64_t c) {
+  __syncthreads();
+  if (threadIdx.x <= K) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
+    const int64_t C = p.out_channels, n_weight = C * K;
+    float* partial = static_cast<float*>(p.workspace);
+    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
+    else partial[p.weight_splits * n_weight + split * C + c] = s;
+  }
+}
+
 // The block's grad-weight / grad-bias sums, added in a fixed order (over the warp by butterfly, then
 // over the warps in order), written to the workspace as split `split` of channel c (sum_partials_kernel
 // adds the splits). Every thread of the block calls it; `sums` is the block's scratch.
@@ -221,16 +266,7 @@ __device__ __forceinline__ void write_block_partials(const Conv1dParams& p, cons
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     if (lane == 0) sums[warp][k] = v;
   }
-  __syncthreads();
-  if (threadIdx.x <= K) {
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kThreads / 32; ++i) s += sums[i][threadIdx.x];
-    const int64_t C = p.out_channels, n_weight = C * K;
-    float* partial = static_cast<float*>(p.workspace);
-    if (threadIdx.x < K) partial[split * n_weight + c * K + threadIdx.x] = s;
-    else partial[p.weight_splits * n_weight + split * C + c] = s;
-  }
+  store_block_partials<K>(p, sums, split, c);
 }
 
 template <typename T, int K, int D, int V>
@@ -295,6 +331,136 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Co
   }
 
   write_block_partials<K>(p, gw, gb, sums, b * n_tiles + t, c);
+}
+
+// Backward on tensor cores for 16-bit types and long kernels (stride 1; backward variant 5), tiled as
+// the direct backward: a block computes grad-input for inputs [t*kTile, +kTile) and the grad-weight /
+// grad-bias sums of outputs [t*kTile, +kTile) of one (b, c) row, written as split b * n_tiles + t.
+//  * grad-input: dx[s] = sum_k w[k] * dy[s + P - k*D] is the forward's Toeplitz product on the dy
+//    window, with the taps reversed and padding (K-1)*D - P.
+//  * grad-weight: cut the warp's 32V outputs into blocks of 16, t = jw + 16n + i. Then
+//      C[j][i] = sum_n x[xs + 16n + j] * dy[jw + 16n + i]      (xs = jw - P - off, off in [0, 8))
+//    is one GEMM (rows j < 16 * kMT, 16 columns i, reduction over the blocks n), and
+//      gw[k] = sum_t dy[t] * x[t + k*D - P] = sum_i C[i + k*D + off][i],
+//    the sum of one diagonal of C. Both operands are read from the staged windows by ldmatrix.trans
+//    (xs is 16-byte aligned), and 2 * kMT MMAs per 256 outputs replace 256 * K FMAs. The products are
+//    exact in fp32 and C[j][i] holds only products of the x / dy pairs torch's sum has (or pairs that
+//    no tap uses, which are dropped), so, unlike the forward, no Inf/NaN reaches other taps.
+template <typename T, int K, int D, int V>
+struct ToeplitzBwdCfg : ToeplitzCfg<T, K, D, V> {
+  using F = ToeplitzCfg<T, K, D, V>;
+  static constexpr int kMT = (F::KD + 23 + 15) / 16;  // 16-row tiles of C: j <= 15 + KD + 7
+  static constexpr int kNSteps = F::kWarpOut / 256;   // reduction steps of 16 blocks
+  static constexpr int kXUnits = (F::kHalo * F::VE + F::kWarpOut + 16 * kMT) / F::VE;
+  static constexpr int kUnits = F::kUnits > kXUnits ? F::kUnits : kXUnits;  // per window (dy, x)
+  static constexpr int kCPitch = 17;                  // floats per staged row of C: conflict-free diagonals
+  static_assert(K <= 32 && F::kWarpOut % 256 == 0, "a lane per tap; whole reduction steps per warp");
+};
+
+// Whether the Toeplitz backward runs these params (with V outputs per thread).
+inline bool bwd_toeplitz_ok(const Conv1dParams& p, int V) {
+  return dtype_bytes(p.dtype) == 2 && p.w_dtype == p.dtype && bwd_direct_ok(p, V);
+}
+
+template <typename T, int K, int D, int V>
+__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_toeplitz_kernel(const Conv1dParams p) {
+  using Cfg = ToeplitzBwdCfg<T, K, D, V>;
+  constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT, kCP = Cfg::kCPitch;
+  __shared__ uint4 dybuf[kThreads / 32][Cfg::kUnits];
+  __shared__ uint4 xbuf[kThreads / 32][Cfg::kUnits];
+  __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
+  __shared__ float cbuf[kThreads / 32][16 * kCP];
+  __shared__ float sums[kThreads / 32][K + 1];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t C = p.out_channels;
+  const int64_t len = max(p.in_length, p.out_length);
+  const int64_t n_tiles = ceil_div(len, int64_t{Cfg::kTile});
+  int64_t row, t, b, c;
+  divmod(blockIdx.x, n_tiles, row, t);
+  divmod(row, C, b, c);
+  const int P = static_cast<int>(p.pad_left);
+  const int64_t jw = t * Cfg::kTile + warp * Cfg::kWarpOut;  // the warp's first output / input
+
+  float gwk = 0.0f, gb = 0.0f;  // lane k's grad-weight tap k (k < K); the lane's part of grad-bias
+  if (jw < len) {
+    // dy[jw - kHalo*VE ...) and x[jw - kHalo*VE ...), zero outside the rows.
+    issue_window<T>(dybuf[warp], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c,
+                    jw - kHalo * VE, p.out_length, Cfg::kUnits, lane, 32);
+    issue_window<T>(xbuf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c,
+                    jw - kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
+    cp_async_commit();
+    const int e_gi = kHalo * VE - (KD - P);  // dy window element of dy[jw - ((K-1)*D - P)]
+    const int off_gi = e_gi & 1;
+    uint32_t a[Cfg::kSteps][4];
+    if (p.grad_x != nullptr) toeplitz_a<K, D, Cfg::kSteps, true>(a, p, c, off_gi);
+    cp_async_wait<0>();
+    __syncwarp();
+
+    // grad-weight: C = sum over the reduction steps; lane group q = lane / 8 addresses matrix q.
+    const int ex = kHalo * VE - P;  // x window element of x[jw - P]
+    const int xs = ex & ~7, offx = ex - xs;
+    const int q = lane / 8, r8 = lane % 8, g = lane / 4, c2 = 2 * (lane % 4);
+    const uint32_t xa = tc::smem_u32(xbuf[warp]), da = tc::smem_u32(dybuf[warp]);
+    float cacc[kMT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) cacc[mt][e / 4][e % 4] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
+      // B[n][i] = dy[jw + 16n + i], stored rows n: matrices (n + 8*(q & 1), i + 8*(q >> 1)) are
+      // b0, b1 of columns i < 8, then b0, b1 of columns i >= 8.
+      uint32_t bq[4];
+      tc::ldsm_x4_trans(da + 2 * (kHalo * VE + 16 * (16 * ks + r8 + 8 * (q & 1)) + 8 * (q >> 1)), bq[0], bq[1], bq[2],
+                        bq[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        // A[j][n] = x window element xs + 16n + j, stored rows n: matrices (j + 8*(q & 1), n + 8*(q >> 1)).
+        uint32_t af[4];
+        tc::ldsm_x4_trans(xa + 2 * (xs + 16 * (16 * ks + r8 + 8 * (q >> 1)) + 16 * mt + 8 * (q & 1)), af[0], af[1],
+                          af[2], af[3]);
+        tc::mma16816<T>(cacc[mt][0], af, bq[0], bq[1]);
+        tc::mma16816<T>(cacc[mt][1], af, bq[2], bq[3]);
+      }
+    }
+    // gw[k] = sum_i C[i + k*D + offx][i]: stage C one 16-row tile at a time; lane k walks its diagonal.
+    float* cb = cbuf[warp];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)  // c0, c1: row g, columns c2, c2 + 1 of column tile e / 4; c2, c3: row g + 8
+        cb[(g + 8 * ((e % 4) >> 1)) * kCP + 8 * (e / 4) + c2 + (e & 1)] = cacc[mt][e / 4][e % 4];
+      __syncwarp();
+      if (lane < K) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const int jl = i + lane * D + offx - 16 * mt;
+          if (jl >= 0 && jl < 16) gwk += cb[jl * kCP + i];
+        }
+      }
+      __syncwarp();
+    }
+    // grad-bias: the lane's V outputs (zero past the row)
+    float dyv[V];
+    read_window<T>(dybuf[warp], kHalo + lane * (V / VE), 0, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) gb += dyv[i];
+
+    if (p.grad_x != nullptr) {
+      toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dybuf[warp]),
+                                                     e_gi - off_gi, 0.0f, kActNone,
+                                                     reinterpret_cast<unsigned short*>(obuf[warp]));
+      __syncwarp();
+      store_warp_outputs<Cfg::kWarpOut / 8>(
+          obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
+          jw, p.in_length);
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) gb += __shfl_xor_sync(0xffffffffu, gb, off);
+  if (lane < K) sums[warp][lane] = gwk;
+  if (lane == 0) sums[warp][K] = gb;
+  store_block_partials<K>(p, sums, b * n_tiles + t, c);
 }
 
 }  // namespace dw

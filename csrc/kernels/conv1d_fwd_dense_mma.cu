@@ -36,8 +36,8 @@
 // bf16 kb76 7.0 ms (1.76x cuDNN), kb67 2.4 ms (1.48x), but 0.2-1.0x cuDNN elsewhere. Profile: ~1100
 // instructions per warp per stage against 96 MMAs, 2 warps per scheduler (204 registers, 1 block
 // per SM), so per-stage work and latency, not the MMAs, set the time. The cp.async ring (kRing) is
-// written for that but not yet measured: it is opt-in (CONVKIT_DENSE_RING=1), and
-// `CONVKIT_DENSE_RING=1 ci/dense_mma_check` checks and times it.
+// on by default where it applies (session 7, ci/dense_mma_check: grouped_g8 bf16 0.54 -> 0.42 ms, the
+// other suite shapes within +-1 %); CONVKIT_DENSE_RING=0 turns it off.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -113,7 +113,7 @@ constexpr int kEpiBytes = (kThreads / 32) * kEpiWarpBytes;
 // ([row][chunk][k][ci], loaded once and reloaded only when the tile's (group, m tile) changes);
 // a stage then holds only the x window. !kRes: A is staged per stage as before.
 //
-// kRing (opt-in while it is measured: CONVKIT_DENSE_RING=1; resident panel, 16-byte aligned x rows):
+// kRing (the default where it applies, off with CONVKIT_DENSE_RING=0; resident panel, 16-byte aligned x rows):
 // the x windows are copied global -> shared by cp.async into a ring of kRingStages raw slots
 // ([segment][channel][position]), issued two stages ahead, and each thread transposes the 16-byte
 // chunks it copied itself (so no barrier between the copy and the transpose). The register path
@@ -569,7 +569,7 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 bool dense_ring_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("CONVKIT_DENSE_RING");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }
@@ -638,7 +638,7 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
   int64_t total = static_cast<int64_t>(q.epi_off) + kEpiBytes;
   if (total > limit) return false;
   // The cp.async ring (kRing): resident panel, 16-byte aligned contiguous x rows, room for the slots;
-  // opt-in (CONVKIT_DENSE_RING=1) until it is measured against the register path.
+  // unless CONVKIT_DENSE_RING=0.
   const bool rows16 = rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, 8);
   const int64_t ring_total = total + static_cast<int64_t>(kRingStages) * q.raw_bytes;
   if (resident && rows16 && dense_ring_enabled() && ring_total <= limit) {
