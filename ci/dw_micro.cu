@@ -5,7 +5,8 @@
 //   for n in 1 2 3 4 5 6 7 8; do nvcc -O3 -std=c++17 -arch=sm_90 -I csrc -DPART=$n ci/dw_micro.cu -o /tmp/dw_micro$n & done; wait
 //   for n in 1 2 3 4 5 6 7 8; do /tmp/dw_micro$n; done
 //
-// -DQUICK: only the library's previous choices against the streaming kernels; -DSTREAM_ONLY: only the
+// -DLONG_K: the Toeplitz kernels (sweep -DCONVKIT_DW_TOEPLITZ_{FWD,BWD}_MIN_BLOCKS=n) against the pipelined
+// ones; -DQUICK: only the library's previous choices against the streaming kernels; -DSTREAM_ONLY: only the
 // streaming kernels (with -DCONVKIT_DW_STREAM_{FWD,BWD}_MIN_BLOCKS=n to sweep their register caps).
 // For the streaming variants (fwd 9, bwd 4) V is the base width: 16-bit rows long enough for a block
 // of 2V run 2V (stream_vec), as in the library.
@@ -226,12 +227,22 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
 // 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct, 8 Toeplitz
 // on tensor cores (16-bit, stride 1), 9 streaming; bwd 0 staged,
-// 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming. Earlier runs' clear losers (0, 2, 3 and V=8 of the
+// 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming, 5 Toeplitz (16-bit, stride 1; else 1). Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
 #ifdef STREAM_ONLY  // the streaming kernels only (e.g. with -DCONVKIT_DW_STREAM_FWD_MIN_BLOCKS=12)
   run<T, K, S, D, 16, 9, 4>(c, tn, sms);
   if constexpr (sizeof(T) == 2) run<T, K, S, D, 32, 9, 4>(c, tn, sms);
+  return;
+#endif
+#ifdef LONG_K  // the Toeplitz (tensor-core) kernels against the pipelined ones (K >= 15, 16-bit)
+  if constexpr (sizeof(T) == 2) {
+    run<T, K, S, D, 16, 8, 1>(c, tn, sms);
+    run<T, K, S, D, 16, 8, 5>(c, tn, sms);
+    run<T, K, S, D, 8, 8, 5>(c, tn, sms);
+  } else {
+    run<T, K, S, D, 16, 6, 1>(c, tn, sms);
+  }
   return;
 #endif
 #ifdef QUICK  // the library's current choices against the streaming kernels only

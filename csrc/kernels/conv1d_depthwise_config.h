@@ -47,3 +47,12 @@
 #ifndef CONVKIT_DW_STREAM_BWD_MIN_BLOCKS
 #define CONVKIT_DW_STREAM_BWD_MIN_BLOCKS 10
 #endif
+
+// Resident blocks per SM the Toeplitz (tensor-core) forward / backward ask the compiler for
+// (__launch_bounds__; 1: no register cap). Overridable with -D for the micro-benchmark.
+#ifndef CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS
+#define CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS 1
+#endif
+#ifndef CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS
+#define CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS 1
+#endif

@@ -21,6 +21,7 @@
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "conv1d_depthwise_config.h"
 #include "mma_common.cuh"
 
 namespace convkit {
@@ -177,7 +178,7 @@ __device__ __forceinline__ void store_warp_outputs(const uint4* obuf, unsigned s
 }
 
 template <typename T, int K, int D, int V>
-__global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_toeplitz_kernel(const Conv1dParams p) {
+__global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS) conv1d_fwd_dw_toeplitz_kernel(const Conv1dParams p) {
   using Cfg = ToeplitzCfg<T, K, D, V>;
   constexpr int VE = Cfg::VE;
   __shared__ uint4 buf[kThreads / 32][Cfg::kUnits];
@@ -363,7 +364,7 @@ inline bool bwd_toeplitz_ok(const Conv1dParams& p, int V) {
 }
 
 template <typename T, int K, int D, int V>
-__global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_toeplitz_kernel(const Conv1dParams p) {
+__global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) conv1d_bwd_dw_toeplitz_kernel(const Conv1dParams p) {
   using Cfg = ToeplitzBwdCfg<T, K, D, V>;
   constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT, kCP = Cfg::kCPitch;
   __shared__ uint4 dybuf[kThreads / 32][Cfg::kUnits];
@@ -395,6 +396,17 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_toeplitz_kernel(const 
     if (p.grad_x != nullptr) toeplitz_a<K, D, Cfg::kSteps, true>(a, p, c, off_gi);
     cp_async_wait<0>();
     __syncwarp();
+
+    // grad-input first: its A fragments are then dead while grad-weight's accumulators live.
+    if (p.grad_x != nullptr) {
+      toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dybuf[warp]),
+                                                     e_gi - off_gi, 0.0f, kActNone,
+                                                     reinterpret_cast<unsigned short*>(obuf[warp]));
+      __syncwarp();
+      store_warp_outputs<Cfg::kWarpOut / 8>(
+          obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
+          jw, p.in_length);
+    }
 
     // grad-weight: C = sum over the reduction steps; lane group q = lane / 8 addresses matrix q.
     const int ex = kHalo * VE - P;  // x window element of x[jw - P]
@@ -446,15 +458,6 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_toeplitz_kernel(const 
 #pragma unroll
     for (int i = 0; i < V; ++i) gb += dyv[i];
 
-    if (p.grad_x != nullptr) {
-      toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dybuf[warp]),
-                                                     e_gi - off_gi, 0.0f, kActNone,
-                                                     reinterpret_cast<unsigned short*>(obuf[warp]));
-      __syncwarp();
-      store_warp_outputs<Cfg::kWarpOut / 8>(
-          obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
-          jw, p.in_length);
-    }
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) gb += __shfl_xor_sync(0xffffffffu, gb, off);
