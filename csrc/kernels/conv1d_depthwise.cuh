@@ -586,6 +586,14 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
+  if constexpr (kVariant == 10 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+    if (fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
+      auto kernel = conv1d_fwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>;
+      const int64_t chunks = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V);
+      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
+  }
   if constexpr (kVariant == 9 && K > 0 && S > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
     const int v = stream_vec(sizeof(T), p.out_length, V, S);
     const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
@@ -597,7 +605,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
-  if constexpr ((kVariant == 7 || kVariant == 8) && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+  if constexpr (kVariant >= 7 && kVariant != 9 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {  // (7, 8, 10)
     const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       conv1d_fwd_dw_direct_kernel<T, K, S, D, V><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(p);
@@ -611,7 +619,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
       // warp-coalesced stores, in contiguous (5) or grid-stride (6) tile order.
-      // (7, 8: the direct / Toeplitz kernels above where they fit, else this with variant 1's choices.)
+      // (7, 8, 10: the direct / Toeplitz kernels above where they fit, else this with variant 1's choices.)
       constexpr int kV = kVariant >= 7 ? 1 : kVariant;
       constexpr bool kCoalesce = kV >= 5;
       constexpr bool kInterleave = !kCoalesce && ((kV - 1) & 1) != 0;

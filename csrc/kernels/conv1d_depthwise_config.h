@@ -6,7 +6,8 @@
 //             3 pipelined in grid-stride tile order, 4 both, 5 pipelined with warp-coalesced
 //             stores, 6 the same in grid-stride order, 7 direct (one block per tile,
 //             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1),
-//             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2);
+//             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2), 10 Toeplitz with a cp.async
+//             ring per warp (persistent warps; 16-bit, stride 1);
 //             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
 //             4 streaming (stride 1 or 2), 5 Toeplitz on tensor cores (16-bit, stride 1; else 1)
 //             (see launch_fwd / launch_bwd).

@@ -212,6 +212,71 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS) 
                                         p.y_stride_l, jw, p.out_length);
 }
 
+// The Toeplitz forward with each warp streaming a contiguous run of 32V-output chunks through a ring of
+// kRing cp.async slots (forward variant 10): the loads of the next kRing - 1 chunks are in flight while
+// a chunk's MMAs and stores run, and a row's A fragments are built once for all its chunks. The grid is
+// what fits on the GPU at once (resident_grid); warp w of W takes chunks [w * U / W, (w + 1) * U / W)
+// of the U = rows * ceil(Lout / 32V) chunks, rows (b, co) in order.
+template <typename T, int K, int D, int V, int kRing>
+__global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS)
+    conv1d_fwd_dw_toeplitz_ring_kernel(const Conv1dParams p) {
+  using Cfg = ToeplitzCfg<T, K, D, V>;
+  constexpr int VE = Cfg::VE;
+  __shared__ uint4 ring[kThreads / 32][kRing][Cfg::kUnits];
+  __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t chunks = ceil_div(p.out_length, int64_t{Cfg::kWarpOut});
+  const int64_t units = p.batch * p.out_channels * chunks;
+  const int64_t warps = int64_t{gridDim.x} * (kThreads / 32), wid = int64_t{blockIdx.x} * (kThreads / 32) + warp;
+  const int64_t u0 = wid * units / warps, u1 = (wid + 1) * units / warps;
+  const int64_t mult = p.out_channels / p.in_channels;
+  const T* xp = static_cast<const T*>(p.x);
+  auto issue = [&](int64_t u, int slot) {
+    int64_t row, ch, b, co;
+    divmod(u, chunks, row, ch);
+    divmod(row, p.out_channels, b, co);
+    const int64_t ci = mult == 1 ? co : co / mult;
+    issue_window<T>(ring[warp][slot], xp + b * p.x_stride_b + ci * p.x_stride_c,
+                    ch * Cfg::kWarpOut - Cfg::kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
+  };
+#pragma unroll
+  for (int s = 0; s < kRing - 1; ++s) {
+    if (u0 + s < u1) issue(u0 + s, s);
+    cp_async_commit();
+  }
+  const int e_raw = Cfg::kHalo * VE - static_cast<int>(p.pad_left);  // window element of x[jw - P]
+  const int off = e_raw & 1;
+  uint32_t a[Cfg::kSteps][4];
+  float bias = 0.0f;
+  int64_t cur_row = -1;
+  int slot = 0;
+  for (int64_t u = u0; u < u1; ++u) {
+    const int ahead = slot == 0 ? kRing - 1 : slot - 1;  // the slot of chunk u + kRing - 1 (read at u - 1)
+    if (u + kRing - 1 < u1) issue(u + kRing - 1, ahead);
+    cp_async_commit();
+    int64_t row, ch, b, co;
+    divmod(u, chunks, row, ch);
+    divmod(row, p.out_channels, b, co);
+    if (row != cur_row) {
+      cur_row = row;
+      toeplitz_a<K, D, Cfg::kSteps, false>(a, p, co, off);
+      bias = p.bias != nullptr ? load_param<T>(p, p.bias, co) : 0.0f;
+    }
+    cp_async_wait<kRing - 1>();
+    __syncwarp();
+    toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(ring[warp][slot]),
+                                                   e_raw - off, bias, p.activation,
+                                                   reinterpret_cast<unsigned short*>(obuf[warp]));
+    __syncwarp();
+    store_warp_outputs<Cfg::kWarpOut / 8>(obuf[warp],
+                                          static_cast<unsigned short*>(p.y) + b * p.y_stride_b + co * p.y_stride_c,
+                                          p.y_stride_l, ch * Cfg::kWarpOut, p.out_length);
+    __syncwarp();  // the slot and obuf are reused
+    slot = slot + 1 == kRing ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
+}
+
 // The fused backward kernels' conditions on everything but the stride and the grid (direct and
 // streaming): no activation, multiplier 1, aligned contiguous x and dy rows, left padding <= (K-1)*D.
 // The element size comes from p.dtype, since plan_bwd is not a template.
