@@ -154,6 +154,13 @@ Force forced() {
   return std::strcmp(v, "all") == 0 ? Force::kAllGeneric : Force::kNoSpecialised;
 }
 
+// CONVKIT_GI_PHASE_BUFFER=1: the dense grad-input's stride phases go through a buffer (an experiment, see
+// conv1d_backward).
+bool gi_phase_buffer() {
+  const char* v = std::getenv("CONVKIT_GI_PHASE_BUFFER");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 struct Choice {
   LaunchFn launch;
   std::string name;
@@ -551,8 +558,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
   const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
   const Choice gi = need_input ? dense_grad_input(p, phases) : Choice{nullptr, ""};
   if (gi.launch != nullptr) {
+    // At stride S > 1 each phase writes dx[..., rho::S]: every S-th element, with 2-byte stores, and
+    // S kernels each touching every sector of dx. Experiment (CONVKIT_GI_PHASE_BUFFER=1): the phases
+    // write whole rows of a (S, B, Cin, ceil(Lin / S)) buffer instead, and one copy interleaves them.
+    const bool buffered = p.stride > 1 && gi_phase_buffer();
+    const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
+    const at::Tensor buf = buffered ? at::empty({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
     for (const GradInputPhase& ph : phases) {
-      at::Tensor dx_phase = dx.slice(2, ph.rho, p.in_length, p.stride);
+      at::Tensor dx_phase = buffered ? buf[ph.rho].narrow(2, 0, ph.len) : dx.slice(2, ph.rho, p.in_length, p.stride);
       if (ph.taps.empty()) {
         dx_phase.zero_();
         continue;
@@ -564,6 +577,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_w(q, wt);
       set_y(q, dx_phase);
       check_launch(gi.launch(q, current_stream()), gi.name);
+    }
+    if (buffered) {  // dx[b, c, m*S + rho] = buf[rho, b, c, m]
+      const at::Tensor inter = buf.permute({1, 2, 3, 0});
+      if (dx.is_contiguous() && p.in_length == lq * p.stride) {
+        dx.view({p.batch, p.in_channels, lq, p.stride}).copy_(inter);
+      } else {
+        dx.copy_(inter.reshape({p.batch, p.in_channels, lq * p.stride}).narrow(2, 0, p.in_length));
+      }
     }
   } else if (need_input) {
     Conv1dParams q = p;

@@ -632,3 +632,37 @@ def test_dense_forward_without_cp_async_ring():
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "register path cases passed" in res.stdout
+
+
+# CONVKIT_GI_PHASE_BUFFER=1 (an experiment while it is measured): the dense grad-input's stride phases
+# write a buffer that one copy interleaves into dx. Read per call, but run in a child like the ring's switch.
+GI_BUFFER_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups
+    (2, 64, 128, 3, 3000, 3, 0, 4, 1), (2, 64, 64, 3, 2001, 2, 0, 1, 1), (1, 40, 24, 4, 777, 2, 3, 1, 1),
+    (2, 32, 32, 5, 1031, 3, 2, 1, 2), (2, 16, 32, 2, 515, 4, 0, 1, 1)]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, S, P, D, G in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        y = convkit.conv1d(x, w, None, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        dx_ref = reference(x.detach(), w, None, dy, S, P, P, D, G)[1]
+        assert_close(x.grad, dx_ref, dtype, f"grad_input {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
+print("phase buffer cases passed")
+"""
+
+
+def test_dense_grad_input_phase_buffer():
+    import subprocess
+    import sys
+    env = dict(os.environ, CONVKIT_GI_PHASE_BUFFER="1", CONVKIT_POISON_OUTPUTS="1")
+    res = subprocess.run([sys.executable, "-c", GI_BUFFER_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "phase buffer cases passed" in res.stdout
+
