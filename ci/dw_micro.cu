@@ -227,7 +227,8 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
 // 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct, 8 Toeplitz
 // on tensor cores (16-bit, stride 1), 9 streaming, 10 Toeplitz with a per-warp cp.async ring; bwd 0 staged,
-// 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming, 5 Toeplitz (16-bit, stride 1; else 1). Earlier runs' clear losers (0, 2, 3 and V=8 of the
+// 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming, 5 Toeplitz (16-bit, stride 1; else 1),
+// 6 Toeplitz with a per-warp ring (else 5). Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
 #ifdef STREAM_ONLY  // the streaming kernels only (e.g. with -DCONVKIT_DW_STREAM_FWD_MIN_BLOCKS=12)
@@ -240,8 +241,8 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
     run<T, K, S, D, 16, 8, 1>(c, tn, sms);
     run<T, K, S, D, 16, 8, 5>(c, tn, sms);
     run<T, K, S, D, 8, 8, 5>(c, tn, sms);
-    run<T, K, S, D, 16, 10, 5>(c, tn, sms);
-    run<T, K, S, D, 8, 10, 5>(c, tn, sms);
+    run<T, K, S, D, 16, 10, 6>(c, tn, sms);
+    run<T, K, S, D, 8, 10, 6>(c, tn, sms);
   } else {
     run<T, K, S, D, 16, 6, 1>(c, tn, sms);
   }

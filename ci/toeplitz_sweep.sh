@@ -6,7 +6,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 what=$1
-pairs=${2:-"1,1 8,10 12,10 16,10"}
+pairs=${2:-"1,1 8,1 16,10"}
 for pr in $pairs; do
   f=${pr%,*}; b=${pr#*,}
   if [ "$what" = build ]; then

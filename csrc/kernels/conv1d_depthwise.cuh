@@ -659,8 +659,16 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  if constexpr (kVariant == 5 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
-    if (bwd_toeplitz_ok(p, V)) {
+  if constexpr (kVariant == 6 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+    if (bwd_toeplitz_ring_ok(p, V)) {
+      auto kernel = conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>;
+      const int64_t chunks = p.batch * C * ceil_div(std::max(p.in_length, p.out_length), int64_t{32} * V);
+      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      launched = true;
+    }
+  }
+  if constexpr ((kVariant == 5 || kVariant == 6) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+    if (!launched && bwd_toeplitz_ok(p, V)) {
       conv1d_bwd_dw_toeplitz_kernel<T, K, D, V>
           <<<static_cast<unsigned>(direct_tiles(p.batch * C, std::max(p.in_length, p.out_length), V)), kThreads, 0,
              stream>>>(p);
@@ -675,7 +683,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  // (4: as fwd 9; 5 falls back to 1 where the Toeplitz kernel does not apply)
+  // (4: as fwd 9; 5 and 6 fall back to 1 where the Toeplitz kernels do not apply)
   if constexpr (kVariant > 0 && kVariant != 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
     if (!launched && bwd_pipelined_ok<T>(p, K, S, D)) {
       constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
@@ -716,7 +724,11 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
 // `specialised`: the launch is a fixed-(K, S, D) kernel (the direct and streaming kernels exist only there).
 inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   const int64_t C = p.out_channels;
-  if (specialised && ((variant == 3 && bwd_direct_ok(p, v)) || (variant == 5 && bwd_toeplitz_ok(p, v)))) {
+  if (specialised && variant == 6 && bwd_toeplitz_ring_ok(p, v)) {
+    p.weight_splits = 2 * p.batch;
+    return p.weight_splits * (C * p.kernel_size + C);
+  }
+  if (specialised && ((variant == 3 && bwd_direct_ok(p, v)) || (variant >= 5 && bwd_toeplitz_ok(p, v)))) {
     p.weight_splits = direct_bwd_splits(p, v);
     return p.weight_splits * (C * p.kernel_size + C);
   }

@@ -428,14 +428,78 @@ inline bool bwd_toeplitz_ok(const Conv1dParams& p, int V) {
   return dtype_bytes(p.dtype) == 2 && p.w_dtype == p.dtype && bwd_direct_ok(p, V);
 }
 
+// Grad-weight pieces of the Toeplitz backward (see conv1d_bwd_dw_toeplitz_kernel below): the C
+// accumulators of one warp, the MMAs of one (x, dy) window pair into them, and the diagonal sums.
+template <int kMT>
+__device__ __forceinline__ void toeplitz_gw_zero(float (&cacc)[kMT][2][4]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) cacc[mt][e / 4][e % 4] = 0.0f;
+}
+
+// C[j][i] += sum_n x[xs + 16n + j] * dy[jw + 16n + i] over the warp's 32V outputs, from windows that
+// start kHalo vectors before x[jw] / dy[jw]; xs = the x window element of x[jw - P], rounded down to 8.
+template <typename T, int K, int D, int V, int kMT>
+__device__ __forceinline__ void toeplitz_gw_mma(float (&cacc)[kMT][2][4], const uint4* xwin, const uint4* dywin, int P) {
+  using Cfg = ToeplitzCfg<T, K, D, V>;
+  constexpr int H = Cfg::kHalo * Cfg::VE;
+  const int lane = threadIdx.x % 32, q = lane / 8, r8 = lane % 8;  // lane group q addresses matrix q
+  const int xs = (H - P) & ~7;
+  const uint32_t xa = tc::smem_u32(xwin), da = tc::smem_u32(dywin);
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kWarpOut / 256; ++ks) {
+    // B[n][i] = dy[jw + 16n + i], stored rows n: matrices (n + 8*(q & 1), i + 8*(q >> 1)) are
+    // b0, b1 of columns i < 8, then b0, b1 of columns i >= 8.
+    uint32_t bq[4];
+    tc::ldsm_x4_trans(da + 2 * (H + 16 * (16 * ks + r8 + 8 * (q & 1)) + 8 * (q >> 1)), bq[0], bq[1], bq[2], bq[3]);
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      // A[j][n] = x window element xs + 16n + j, stored rows n: matrices (j + 8*(q & 1), n + 8*(q >> 1)).
+      uint32_t af[4];
+      tc::ldsm_x4_trans(xa + 2 * (xs + 16 * (16 * ks + r8 + 8 * (q >> 1)) + 16 * mt + 8 * (q & 1)), af[0], af[1], af[2],
+                        af[3]);
+      tc::mma16816<T>(cacc[mt][0], af, bq[0], bq[1]);
+      tc::mma16816<T>(cacc[mt][1], af, bq[2], bq[3]);
+    }
+  }
+}
+
+// gw[k] = sum_i C[i + k*D + off][i] (off = (H - P) mod 8), returned to lane k < K (0 elsewhere): C is
+// staged one 16-row tile at a time in cb (16 x kCPitch floats, the warp's own), lane k walks its diagonal.
+template <int K, int D, int kMT>
+__device__ __forceinline__ float toeplitz_gw_diagonals(const float (&cacc)[kMT][2][4], float* cb, int P) {
+  constexpr int kCP = 17;  // floats per staged row: conflict-free diagonal reads
+  constexpr int H = ((K - 1) * D + 7) / 8 * 8;
+  const int lane = threadIdx.x % 32, g = lane / 4, c2 = 2 * (lane % 4);
+  const int offx = (H - P) & 7;
+  float gwk = 0.0f;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)  // c0, c1: row g, columns c2, c2 + 1 of column tile e / 4; c2, c3: row g + 8
+      cb[(g + 8 * ((e % 4) >> 1)) * kCP + 8 * (e / 4) + c2 + (e & 1)] = cacc[mt][e / 4][e % 4];
+    __syncwarp();
+    if (lane < K) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int jl = i + lane * D + offx - 16 * mt;
+        if (jl >= 0 && jl < 16) gwk += cb[jl * kCP + i];
+      }
+    }
+    __syncwarp();
+  }
+  return gwk;
+}
+
 template <typename T, int K, int D, int V>
 __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) conv1d_bwd_dw_toeplitz_kernel(const Conv1dParams p) {
   using Cfg = ToeplitzBwdCfg<T, K, D, V>;
-  constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT, kCP = Cfg::kCPitch;
+  constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT;
   __shared__ uint4 dybuf[kThreads / 32][Cfg::kUnits];
   __shared__ uint4 xbuf[kThreads / 32][Cfg::kUnits];
   __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
-  __shared__ float cbuf[kThreads / 32][16 * kCP];
+  __shared__ float cbuf[kThreads / 32][16 * 17];
   __shared__ float sums[kThreads / 32][K + 1];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t C = p.out_channels;
@@ -473,50 +537,11 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
           jw, p.in_length);
     }
 
-    // grad-weight: C = sum over the reduction steps; lane group q = lane / 8 addresses matrix q.
-    const int ex = kHalo * VE - P;  // x window element of x[jw - P]
-    const int xs = ex & ~7, offx = ex - xs;
-    const int q = lane / 8, r8 = lane % 8, g = lane / 4, c2 = 2 * (lane % 4);
-    const uint32_t xa = tc::smem_u32(xbuf[warp]), da = tc::smem_u32(dybuf[warp]);
+    // grad-weight
     float cacc[kMT][2][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) cacc[mt][e / 4][e % 4] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < Cfg::kNSteps; ++ks) {
-      // B[n][i] = dy[jw + 16n + i], stored rows n: matrices (n + 8*(q & 1), i + 8*(q >> 1)) are
-      // b0, b1 of columns i < 8, then b0, b1 of columns i >= 8.
-      uint32_t bq[4];
-      tc::ldsm_x4_trans(da + 2 * (kHalo * VE + 16 * (16 * ks + r8 + 8 * (q & 1)) + 8 * (q >> 1)), bq[0], bq[1], bq[2],
-                        bq[3]);
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        // A[j][n] = x window element xs + 16n + j, stored rows n: matrices (j + 8*(q & 1), n + 8*(q >> 1)).
-        uint32_t af[4];
-        tc::ldsm_x4_trans(xa + 2 * (xs + 16 * (16 * ks + r8 + 8 * (q >> 1)) + 16 * mt + 8 * (q & 1)), af[0], af[1],
-                          af[2], af[3]);
-        tc::mma16816<T>(cacc[mt][0], af, bq[0], bq[1]);
-        tc::mma16816<T>(cacc[mt][1], af, bq[2], bq[3]);
-      }
-    }
-    // gw[k] = sum_i C[i + k*D + offx][i]: stage C one 16-row tile at a time; lane k walks its diagonal.
-    float* cb = cbuf[warp];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)  // c0, c1: row g, columns c2, c2 + 1 of column tile e / 4; c2, c3: row g + 8
-        cb[(g + 8 * ((e % 4) >> 1)) * kCP + 8 * (e / 4) + c2 + (e & 1)] = cacc[mt][e / 4][e % 4];
-      __syncwarp();
-      if (lane < K) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const int jl = i + lane * D + offx - 16 * mt;
-          if (jl >= 0 && jl < 16) gwk += cb[jl * kCP + i];
-        }
-      }
-      __syncwarp();
-    }
+    toeplitz_gw_zero<kMT>(cacc);
+    toeplitz_gw_mma<T, K, D, V>(cacc, xbuf[warp], dybuf[warp], P);
+    gwk = toeplitz_gw_diagonals<K, D, kMT>(cacc, cbuf[warp], P);
     // grad-bias: the lane's V outputs (zero past the row)
     float dyv[V];
     read_window<T>(dybuf[warp], kHalo + lane * (V / VE), 0, dyv);
@@ -529,6 +554,113 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
   if (lane < K) sums[warp][lane] = gwk;
   if (lane == 0) sums[warp][K] = gb;
   store_block_partials<K>(p, sums, b * n_tiles + t, c);
+}
+
+// The Toeplitz backward with each warp streaming a contiguous run of 32V-position chunks through a ring
+// of kRing cp.async slot pairs (x, dy) (backward variant 6): the loads of the next kRing - 1 chunks are
+// in flight while a chunk's MMAs run, and a row's grad-input A fragments are built, and its grad-weight
+// accumulators reduced, once per row. Warp w of W takes chunks [w * U / W, (w + 1) * U / W) of the
+// U = rows * ceil(max(Lin, Lout) / 32V) chunks, rows (b, c) in order. With at least W rows every warp
+// has at least a row's worth of chunks, so a row is cut at most once: its sums go to split 2b (the
+// part from the row's start) and 2b + 1 (the rest, or zeros when the row is not cut).
+template <typename T, int K, int D, int V, int kRing>
+__global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
+    conv1d_bwd_dw_toeplitz_ring_kernel(const Conv1dParams p) {
+  using Cfg = ToeplitzBwdCfg<T, K, D, V>;
+  constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT;
+  __shared__ uint4 ring[kThreads / 32][kRing][2][Cfg::kUnits];  // [slot][0: dy, 1: x]
+  __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
+  __shared__ float cbuf[kThreads / 32][16 * 17];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t C = p.out_channels;
+  const int64_t chunks = ceil_div(max(p.in_length, p.out_length), int64_t{Cfg::kWarpOut});
+  const int64_t units = p.batch * C * chunks;
+  const int64_t warps = int64_t{gridDim.x} * (kThreads / 32), wid = int64_t{blockIdx.x} * (kThreads / 32) + warp;
+  const int64_t u0 = wid * units / warps, u1 = (wid + 1) * units / warps;
+  const int P = static_cast<int>(p.pad_left);
+  auto issue = [&](int64_t u, int slot) {
+    int64_t row, ch, b, c;
+    divmod(u, chunks, row, ch);
+    divmod(row, C, b, c);
+    const int64_t q0 = ch * Cfg::kWarpOut - kHalo * VE;
+    issue_window<T>(ring[warp][slot][0], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c, q0,
+                    p.out_length, Cfg::kUnits, lane, 32);
+    issue_window<T>(ring[warp][slot][1], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c, q0,
+                    p.in_length, Cfg::kUnits, lane, 32);
+  };
+#pragma unroll
+  for (int s = 0; s < kRing - 1; ++s) {
+    if (u0 + s < u1) issue(u0 + s, s);
+    cp_async_commit();
+  }
+  const int e_gi = kHalo * VE - (KD - P);  // dy window element of dy[jw - ((K-1)*D - P)]
+  const int off_gi = e_gi & 1;
+  const int64_t n_weight = C * K;
+  float* partial = static_cast<float*>(p.workspace);
+  uint32_t a[Cfg::kSteps][4];
+  float cacc[kMT][2][4];
+  float gb = 0.0f;
+  int64_t row = -1, b = 0, c = 0, seg0 = 0;  // the row in progress and the chunk its segment started at
+  // The row's sums so far (segment [seg0, end) of its chunks) to its split; `cut`: the row goes on in
+  // the next warp, which writes the other split.
+  auto flush = [&](bool cut) {
+    const float gwk = toeplitz_gw_diagonals<K, D, kMT>(cacc, cbuf[warp], P);
+    float s = gb;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    const int64_t split = 2 * b + (seg0 == 0 ? 0 : 1);
+    if (lane < K) partial[split * n_weight + c * K + lane] = gwk;
+    if (lane == 0) partial[p.weight_splits * n_weight + split * C + c] = s;
+    if (seg0 == 0 && !cut) {  // the row is whole here: its second split is zero
+      if (lane < K) partial[(split + 1) * n_weight + c * K + lane] = 0.0f;
+      if (lane == 0) partial[p.weight_splits * n_weight + (split + 1) * C + c] = 0.0f;
+    }
+  };
+  int slot = 0;
+  for (int64_t u = u0; u < u1; ++u) {
+    const int ahead = slot == 0 ? kRing - 1 : slot - 1;  // the slot of chunk u + kRing - 1 (read at u - 1)
+    if (u + kRing - 1 < u1) issue(u + kRing - 1, ahead);
+    cp_async_commit();
+    int64_t urow, ch;
+    divmod(u, chunks, urow, ch);
+    if (urow != row) {
+      if (row >= 0) flush(false);
+      row = urow;
+      divmod(row, C, b, c);
+      seg0 = ch;
+      if (p.grad_x != nullptr) toeplitz_a<K, D, Cfg::kSteps, true>(a, p, c, off_gi);
+      toeplitz_gw_zero<kMT>(cacc);
+      gb = 0.0f;
+    }
+    cp_async_wait<kRing - 1>();
+    __syncwarp();
+    const uint4* dyw = ring[warp][slot][0];
+    const int64_t jw = ch * Cfg::kWarpOut;
+    if (p.grad_x != nullptr) {
+      toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dyw), e_gi - off_gi,
+                                                     0.0f, kActNone, reinterpret_cast<unsigned short*>(obuf[warp]));
+      __syncwarp();
+      store_warp_outputs<Cfg::kWarpOut / 8>(
+          obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
+          jw, p.in_length);
+    }
+    toeplitz_gw_mma<T, K, D, V>(cacc, ring[warp][slot][1], dyw, P);
+    float dyv[V];
+    read_window<T>(dyw, kHalo + lane * (V / VE), 0, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) gb += dyv[i];
+    __syncwarp();  // the slot and obuf are reused
+    slot = slot + 1 == kRing ? 0 : slot + 1;
+  }
+  if (row >= 0) flush(u1 % chunks != 0);  // u1 inside the row: the next warp has its rest
+  cp_async_wait<0>();
+}
+
+// Whether the ring backward runs these params: the Toeplitz backward's conditions, and at least as many
+// rows as the grid can have warps (kThreads / 32 per block, at most 2048 threads per SM), so a row is cut
+// at most once (weight_splits = 2 * B).
+inline bool bwd_toeplitz_ring_ok(const Conv1dParams& p, int V) {
+  return bwd_toeplitz_ok(p, V) && p.batch * p.out_channels >= int64_t{p.num_sms} * (2048 / 32);
 }
 
 }  // namespace dw
