@@ -372,6 +372,20 @@ def test_depthwise_toeplitz_backward(dtype, kp, length, poison_outputs):
     assert any("conv1d_bwd_dw_toeplitz_kernel" in n for n in names), sorted(names)
 
 
+@pytest.mark.parametrize("length", [640, 2048 + 64])
+def test_depthwise_toeplitz_ring_backward(length, poison_outputs):
+    """With B * C >= 64 rows per SM the Toeplitz backward streams 512-position chunks per warp (its ring
+    variant); rows of 2 or 5 chunks, and warps' runs of chunks that cut rows (two partial sums per row)."""
+    if ("depthwise", 31, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dtype, B = torch.bfloat16, 2
+    C = 64 * sms // B + 3
+    x, w, b = make_inputs(B, C, C, 31, length, C, dtype)
+    names = cuda_kernel_names(lambda: check_case(x, w, b, 1, 15, 1, C, dtype))
+    assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n for n in names), sorted(names)
+
+
 @pytest.mark.parametrize("needs", ["input", "weight"])
 def test_depthwise_toeplitz_backward_one_gradient(needs):
     """Only grad-input, or only grad-weight / grad-bias, requested of the Toeplitz backward."""
@@ -634,8 +648,8 @@ def test_dense_forward_without_cp_async_ring():
     assert "register path cases passed" in res.stdout
 
 
-# CONVKIT_GI_PHASE_BUFFER=1 (an experiment while it is measured): the dense grad-input's stride phases
-# write a buffer that one copy interleaves into dx. Read per call, but run in a child like the ring's switch.
+# The dense grad-input's stride phases write a buffer that one copy interleaves into dx (the default, which
+# the other dense tests run); CONVKIT_GI_PHASE_BUFFER=0 writes dx directly, checked here in a child process.
 GI_BUFFER_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -653,16 +667,16 @@ for dtype in (torch.bfloat16, torch.float16):
         y.backward(dy)
         dx_ref = reference(x.detach(), w, None, dy, S, P, P, D, G)[1]
         assert_close(x.grad, dx_ref, dtype, f"grad_input {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
-print("phase buffer cases passed")
+print("direct phase cases passed")
 """
 
 
-def test_dense_grad_input_phase_buffer():
+def test_dense_grad_input_without_phase_buffer():
     import subprocess
     import sys
-    env = dict(os.environ, CONVKIT_GI_PHASE_BUFFER="1", CONVKIT_POISON_OUTPUTS="1")
+    env = dict(os.environ, CONVKIT_GI_PHASE_BUFFER="0", CONVKIT_POISON_OUTPUTS="1")
     res = subprocess.run([sys.executable, "-c", GI_BUFFER_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "phase buffer cases passed" in res.stdout
+    assert "direct phase cases passed" in res.stdout
 

@@ -16,8 +16,9 @@
 //             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,
 //             fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than the
 //             streaming kernels; the 16-bit backward is the Toeplitz one (grad-input and grad-weight on
-//             tensor cores, session 7); the picker's one choice per dtype class is made on the short
-//             kernels).
+//             tensor cores) with its per-warp ring (session 7, conformer bf16 backward: pipelined 0.212 ms,
+//             Toeplitz 0.156, with the ring 0.141); the picker's one choice per dtype class is made on
+//             the short kernels).
 // Streaming variants (fwd 9, bwd 4) double V for 16-bit types on rows that fill the bigger block
 // (stream_vec). Session 5 micro-benchmark (benchmarks/NOTES.md): streaming fwd 87.8-95.6 % of the
 // floor on kb_dw_k3 / shortconv (direct: 73-75 %), fp32 94-96 %; bwd 77-91 %.
@@ -38,7 +39,7 @@
 #define CONVKIT_DW_FWD_V_FP32_LONG_K 16
 #define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
 #define CONVKIT_DW_BWD_LONG_K 15
-#define CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K 5
+#define CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K 6
 #define CONVKIT_DW_BWD_VARIANT_FP32_LONG_K 1
 
 // Resident blocks per SM the 16-bit streaming kernels with 2 units per thread ask the compiler for
