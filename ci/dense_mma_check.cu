@@ -317,6 +317,9 @@ int main(int argc, char** argv) {
       {"res_multichunk_wT_w32",  true,  3,   72,  96, 3, 60000,   1, 2,   2, 2, 1, true,  3, true,  0, 1, 0, 4, true,  false},
       // panel too large for shared memory: weights staged per stage, partial m tile (Cout 72 of 128)
       {"staged_big_cin_fp16",    false, 2,   640, 72, 4, 3000,    1, 1,   1, 2, 1, true,  3, false, 0, 1, 0, 0, false, false},
+      // ... the same from tap-major weights (16-byte cp.async staging), and a ragged stride-2 view
+      {"staged_big_cin_wT_fp16", false, 2,   640, 72, 4, 3000,    1, 1,   1, 2, 1, true,  3, false, 0, 1, 0, 0, true,  false},
+      {"staged_s2_wT_yview",     true,  2,   512, 200, 3, 2001,   2, 1,   1, 0, 1, true,  1, false, 8, 1, 0, 3, true,  false},
       // more than 2^31 elements in x and y (64-bit indexing)
       {"huge_2pow31",            true,  2,   16,  16, 3, 80000000, 1, 1,  1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
       // the suite (contiguous bf16)
@@ -328,6 +331,8 @@ int main(int argc, char** argv) {
       {"wavenet_k2_d512",        true,  16,  256, 256, 2, 16384,  1, 512, 0, 0, 1, true,  0, false, 0, 1, 0, 0, false, true},
       {"grouped_g8_k5",          true,  16,  512, 512, 5, 8192,   1, 1,   2, 2, 8, true,  0, false, 0, 1, 0, 0, false, true},
       {"w2v_k3s2_fp16",          false, 16,  512, 512, 3, 49999,  2, 1,   0, 0, 1, true,  0, false, 0, 1, 0, 0, false, true},
+      // w2v_k3s2 with the tap-major weight copy dispatch.cpp passes when the panel does not fit
+      {"w2v_k3s2_wT",            true,  16,  512, 512, 3, 49999,  2, 1,   0, 0, 1, true,  0, false, 0, 1, 0, 0, true,  true},
   };
   int fails = 0, n = 0;
   for (const Case& c : cases) {

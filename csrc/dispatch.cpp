@@ -207,6 +207,19 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
   return {nullptr, ""};
 }
 
+// The dense tensor-core forward stages weights per reduction step when its whole weight panel does not
+// fit in shared memory (w2v_k3s2: Cin_g = 512); it copies them by 16-byte cp.async when they are
+// tap-major, (Cout, K, Cin_g) in memory, of the input's dtype (the kernel would round fp32 weights to
+// it the same way: round to nearest even). True when `c` is that kernel and p is such a call.
+bool wants_tap_major_weight(const Choice& c, const Conv1dParams& p) {
+  return c.launch == &launch_conv1d_fwd_dense_mma && conv1d_fwd_dense_mma_stages_weights(p);
+}
+// w (Cout, Cin_g, K) as a (Cout, Cin_g, K) view of a fresh (Cout, K, Cin_g) tensor of `dtype`.
+at::Tensor tap_major_weight(const at::Tensor& w, at::ScalarType dtype) {
+  const at::Tensor v = w.permute({0, 2, 1});
+  return at::empty(v.sizes(), w.options().dtype(dtype)).copy_(v).permute({0, 2, 1});
+}
+
 // A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L) gets its output in the same
 // layout, for the channels-last kernel (python/convkit/ops.py's fake follows the same rule).
 bool channels_last_depthwise(const at::Tensor& x, const at::Tensor& w, int64_t groups) {
@@ -351,12 +364,19 @@ Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>
 
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
 // taps descend in equal steps (grad_input_phases), so this is a strided slice and a flip: device work
-// only, no host-to-device copy (which would synchronise).
-at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps) {
+// only, no host-to-device copy (which would synchronise). `tap_major`: wt is a view of a fresh
+// (Cin, n, Cout/G) tensor of `dtype` (wants_tap_major_weight); otherwise contiguous, w's dtype.
+at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps, bool tap_major,
+                             at::ScalarType dtype) {
   const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), n = static_cast<int64_t>(taps.size());
   const int64_t step = n > 1 ? taps[0] - taps[1] : 1;
   const at::Tensor sel = w.slice(2, taps.back(), taps.front() + 1, step).flip({2});
-  return sel.reshape({groups, cout_g, cin_g, n}).transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
+  const at::Tensor g4 = sel.reshape({groups, cout_g, cin_g, n});
+  if (tap_major) {
+    const at::Tensor v = g4.permute({0, 2, 3, 1});  // (G, Cin_g, n, Cout_g)
+    return at::empty(v.sizes(), w.options().dtype(dtype)).copy_(v).reshape({groups * cin_g, n, cout_g}).transpose(1, 2);
+  }
+  return g4.transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
 }
 
 // Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16, the fp32 tile kernel
@@ -445,6 +465,12 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   if (y.numel() == 0) return y;
   set_y(p, y);
   const Choice c = choose_forward(p);
+  at::Tensor wt;  // kept alive until the launch is queued (the allocator orders its reuse on the stream)
+  if (wants_tap_major_weight(c, p)) {
+    wt = tap_major_weight(w, x.scalar_type());
+    set_w(p, wt);
+    p.w_dtype = p.dtype;
+  }
   check_launch(c.launch(p, current_stream()), c.name);
   return y;
 }
@@ -571,11 +597,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
         dx_phase.zero_();
         continue;
       }
-      const at::Tensor wt = transposed_weight(w, groups, ph.taps);
       Conv1dParams q = grad_input_phase_params(p, ph);
       set_x(q, dy);
       q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
+      const bool tap_major = wants_tap_major_weight(gi, q);
+      const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major, x.scalar_type());
       set_w(q, wt);
+      if (tap_major) q.w_dtype = q.dtype;
       set_y(q, dx_phase);
       check_launch(gi.launch(q, current_stream()), gi.name);
     }

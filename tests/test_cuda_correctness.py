@@ -453,6 +453,8 @@ DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depth
 # padding (K-1)*D - pad at both ends of its range (pad 0 and pad (K-1)*D), K = 8 (the largest K the
 # kernel takes), groups, and strides: grad-input runs one forward convolution per phase i mod S
 # (kb76's S3 D4: one tap per phase; S5 K2: phases without taps, zero; S2 D2: gcd(S, D) = 2).
+# Cin/groups = 512 with K = 3: the weight panel does not fit in shared memory, so the forward (and the
+# stride-1 grad-input, whose reduction is over Cout = 512) stage weights per step from a tap-major copy.
 MMA_CASES = [
     ("k3_same_d2", 2, 32, 48, 3, 1001, 1, 2, 2, 1),
     ("k8_causal", 2, 16, 24, 8, 515, 1, "causal", 1, 1),
@@ -463,6 +465,8 @@ MMA_CASES = [
     ("s3_d4_like_kb76", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
     ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1),
     ("s2_d2_padded", 2, 16, 24, 3, 301, 2, 3, 2, 2),
+    ("staged_weights_k3_cin512", 1, 512, 512, 3, 257, 1, 1, 1, 1),
+    ("staged_weights_s2_groups_2", 1, 1024, 128, 3, 301, 2, 1, 1, 2),
 ]
 
 
@@ -478,8 +482,9 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
-def test_dense_mma_fp32_master_weights(poison_outputs):
-    x, w, b = make_inputs(2, 32, 48, 3, 1001, 1, torch.bfloat16)
+@pytest.mark.parametrize("shape", [(2, 32, 48, 3, 1001), (1, 512, 512, 3, 257)], ids=["resident", "staged"])
+def test_dense_mma_fp32_master_weights(shape, poison_outputs):
+    x, w, b = make_inputs(*shape, 1, torch.bfloat16)
     w, b = w.float(), b.float()
     names = convkit.explain(x, w, b, padding=1)
     assert names["forward"] == "conv1d_fwd_dense_mma" and names["grad_input"] == "conv1d_bwd_input_dense_mma"
@@ -646,6 +651,47 @@ def test_dense_forward_without_cp_async_ring():
                          env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "register path cases passed" in res.stdout
+
+
+# CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on
+# every shape (normally only where the panel does not fit, MMA_CASES' staged_weights_*): tap-major
+# copies by cp.async (Cin/groups a multiple of 8) or the register path (the others), for the forward and
+# the grad-input phases. Read once per process: a child process.
+STAGED_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups
+    (2, 64, 128, 3, 4104, 1, 0, 1, 1), (2, 64, 128, 3, 3000, 3, 0, 4, 1), (2, 64, 96, 3, 2048, 1, 8, 8, 1),
+    (2, 64, 64, 2, 2048, 1, 0, 512, 1), (2, 128, 128, 5, 1032, 1, 2, 1, 8), (1, 40, 24, 4, 777, 2, 3, 1, 1),
+    (2, 16, 24, 8, 515, 1, 7, 1, 1), (1, 96, 200, 3, 259, 1, 1, 1, 1), (2, 32, 48, 3, 301, 2, 3, 2, 2),
+    (2, 20, 24, 3, 301, 1, 1, 1, 1), (2, 24, 36, 3, 299, 2, 1, 1, 2)]  # Cin/groups 20, 12: not tap-major units
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, S, P, D, G in cases:
+        for w_dtype in (dtype, torch.float32):
+            x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
+            b = torch.randn(Cout, device="cuda").to(w_dtype)
+            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+            dy = torch.randn_like(y)
+            y.backward(dy)
+            y_ref, dx_ref = reference(x.detach(), w, b, dy, S, P, P, D, G)[:2]
+            what = f"{dtype} w {w_dtype} {(B, Cin, Cout, K, L, S, P, D, G)}"
+            assert_close(y, y_ref, dtype, "forward " + what)
+            assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+print("staged weight cases passed")
+"""
+
+
+def test_dense_forward_with_staged_weights_everywhere():
+    import subprocess
+    import sys
+    env = dict(os.environ, CONVKIT_DENSE_STAGE_WEIGHTS="1", CONVKIT_POISON_OUTPUTS="1")
+    res = subprocess.run([sys.executable, "-c", STAGED_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "staged weight cases passed" in res.stdout
 
 
 # The dense grad-input's stride phases write a buffer that one copy interleaves into dx (the default, which

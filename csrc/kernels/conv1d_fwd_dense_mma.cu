@@ -27,7 +27,9 @@
 // (tap-major, converted to T) and a stage holds only the x window; the launcher makes the grid a
 // multiple of groups * m_tiles so a block's (group, m tile) never changes, and the kernel reloads the
 // panel at a tile boundary when it does (grid smaller than groups * m_tiles). Otherwise (w2v_k3s2:
-// Cin_g = 512) the weights of each stage are staged with the x window as described above.
+// Cin_g = 512) the weights of each stage are staged with the x window: by 16-byte cp.async issued
+// before the previous stage's MMAs when they are tap-major, (Cout, K, Cin_g) in memory (dispatch.cpp
+// passes such a copy, conv1d_fwd_dense_mma_stages_weights), else through registers as described above.
 // Epilogue: straight from the accumulators, per warp and 16-row slice: bias + activation, rounded to
 // T, staged in a 1.25 KB per-warp buffer (no block barrier), then 16-byte coalesced stores of y rows.
 // (The fp32 C tile that used to alias a stage buffer, and forced ~70 KB stages, is gone.)
@@ -82,6 +84,10 @@ struct DensePlan {
   int a_u8;
   int a_drow, a_dunit;  // kThreads = a_drow * a_u8 + a_dunit
   int a_passes;         // ceil(bm * a_u8 / kThreads) <= kAUnits
+  // A tap-major (weights (Cout, K, Cin_g) in memory, w_stride_i == 1, of dtype T, 16-byte aligned
+  // units; dispatch.cpp passes such a copy when the panel is not resident): a stage's A tile goes
+  // global -> shared by 16-byte cp.async, no registers, no 2-byte scatter.
+  int a_tap;
   int x_units;   // (cc/8) * nseg * wls/8, <= kThreads
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
@@ -170,6 +176,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pan + (row * q.a_pitch + r) * 2),
                    "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
     }
+  };
+
+  // Staged weights from a tap-major source (q.a_tap): the stage's A[row][k * cc + ci] straight into
+  // stage buffer `buf` by cp.async, 16-byte units (row, tap, 8 channels), zero-filled for co >= cout_g
+  // or ci >= cin_g (cin_g % 8 == 0: a unit is all in or all out). One commit group per call.
+  auto issue_a = [&](int buf, const TileCoord& tc, int64_t chunk) {
+    const unsigned short* wr = static_cast<const unsigned short*>(p.w);
+    unsigned char* const a_dst = stages + buf * q.stage_bytes;
+    const int cu = q.cc / 8, per_row = q.k * cu;
+    const int64_t ci_base = chunk * q.cc;
+    const int64_t wrow0 = (tc.g * q.cout_g + tc.co0) * p.w_stride_o + ci_base;
+#pragma unroll 1
+    for (int u = tid; u < q.bm * per_row; u += kThreads) {
+      const int row = u / per_row, r = u - row * per_row;
+      const int k = r / cu, c8 = r - k * cu;
+      const bool ok = tc.co0 + row < q.cout_g && ci_base + c8 * 8 < q.cin_g;
+      const unsigned short* src = ok ? wr + wrow0 + row * p.w_stride_o + k * p.w_stride_k + c8 * 8 : wr;
+      cp_async16(a_dst + (row * q.a_pitch + k * q.cc + c8 * 8) * 2, src, ok ? 16 : 0);
+    }
+    cp_async_commit();
   };
 
   // The stage helpers and the epilogue take the tile's coordinates, decoded once per tile by the
@@ -299,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           unit += q.a_dunit;
           if (unit >= q.a_u8) { unit -= q.a_u8; ++row; }
         }
-      } else {
+      } else if (!q.a_tap) {
         // general weight layout / alignment: synchronous scalar loads, (k, ci pair) words
         const int pairs = q.cc / 2, per_row = q.k * pairs;
 #pragma unroll 1
@@ -502,7 +528,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     load_stage(tc, chunk);
   }
+  if constexpr (!kRes) {
+    if (q.a_tap) issue_a(0, tc, chunk);
+  }
   store_stage(0, tc, chunk);
+  if constexpr (!kRes) {
+    if (q.a_tap) cp_async_wait<0>();
+  }
   __syncthreads();
   int buf = 0;
   for (;;) {
@@ -513,7 +545,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kRing) {
       issue_next();
     } else {
-      if (has_next) load_stage(nc, nchunk);
+      if (has_next) {
+        load_stage(nc, nchunk);
+        // buffer buf ^ 1 was last read by the previous stage's MMAs, before the barrier that ended it
+        if (!kRes && q.a_tap) issue_a(buf ^ 1, nc, nchunk);
+      }
     }
     if (chunk == 0) {
 #pragma unroll
@@ -527,6 +563,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (has_next) {
       if constexpr (kRing) take_landed();
       store_stage(buf ^ 1, nc, nchunk);
+      if constexpr (!kRes) {
+        if (q.a_tap) cp_async_wait<0>();  // this thread's A units of stage buf ^ 1 have landed
+      }
     }
     __syncthreads();  // stage buf fully read; stage buf ^ 1 complete
     if (chunk == q.chunks - 1) epilogue(tc);
@@ -574,6 +613,16 @@ bool dense_ring_enabled() {
   return on;
 }
 
+// CONVKIT_DENSE_STAGE_WEIGHTS=1 (an experiment switch, read once): never keep the weight panel
+// resident, stage weights per step (from the tap-major copy dispatch.cpp then passes) on every shape.
+bool dense_stage_weights_forced() {
+  static const bool on = [] {
+    const char* v = std::getenv("CONVKIT_DENSE_STAGE_WEIGHTS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 // Geometry of block shape (wm, cc) with resident or staged weights; false when it does not apply
 // or does not fit in `limit` bytes of shared memory.
 bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool resident, int limit) {
@@ -615,6 +664,7 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
     q.a_dunit = 0;
     q.a_passes = 0;
     q.a_vec = 0;
+    q.a_tap = 0;
     q.a_bytes = 0;
     q.stage_off = static_cast<int>(pan_bytes);
   } else {
@@ -623,8 +673,10 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
     q.a_drow = kThreads / q.a_u8;
     q.a_dunit = kThreads % q.a_u8;
     q.a_passes = static_cast<int>(ceil_div(static_cast<int64_t>(q.bm) * q.a_u8, kThreads));
-    if (q.a_passes > kAUnits) return false;
-    q.a_vec = p.w_stride_k == 1 && p.w_stride_i == q.k && p.w_stride_o % 8 == 0 &&
+    q.a_tap = p.w_dtype == p.dtype && p.w_stride_i == 1 && p.w_stride_k % 8 == 0 && p.w_stride_o % 8 == 0 &&
+              q.cin_g % 8 == 0 && (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    if (!q.a_tap && q.a_passes > kAUnits) return false;
+    q.a_vec = !q.a_tap && p.w_stride_k == 1 && p.w_stride_i == q.k && p.w_stride_o % 8 == 0 &&
               (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
     q.a_bytes = q.bm * q.a_pitch * 2;
     q.stage_off = 0;
@@ -670,7 +722,7 @@ bool make_plan(const Conv1dParams& p, DensePlan& q) {
   // Passes: 0 resident weight panel (any shape that fits), 1 weights staged per stage.
   // (Both variants need > 128 registers without spilling, so a block is alone on its SM.)
   const int tries[2][4][2] = {{{2, 32}, {2, 16}, {1, 32}, {1, 16}}, {{1, 32}, {1, 16}, {2, 32}, {2, 16}}};
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = dense_stage_weights_forced() ? 1 : 0; pass < 2; ++pass) {
     for (const auto& tr : tries[cout_g <= 64 ? 1 : 0]) {
       if (!make_geometry(p, q, tr[0], tr[1], pass == 0, limit)) continue;
       q.blocks_per_sm = 1;
@@ -691,6 +743,11 @@ bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
   // A reduction of fewer than 8 channels per tap wastes most of each 16-deep MMA step (w2v's first
   // layer, Cin = 1): the generic kernel is the better choice there.
   return q.cin_g >= 8;
+}
+
+bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p) {
+  DensePlan q;
+  return make_plan(p, q) && !q.resident;
 }
 
 template <typename T, bool kRes, bool kRing>

@@ -23,6 +23,10 @@ cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t
 // supports() false -> the caller uses the generic kernel.
 bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream);
+// True when p's weight panel does not fit in shared memory and the kernel stages weights per reduction
+// step: it then wants them tap-major, (Cout, K, Cin_g) in memory (w_stride_i == 1), of p's dtype, so
+// each step's tile is 16-byte cp.async copies (any other layout still runs, slower). Independent of p.w.
+bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p);
 
 // Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.
