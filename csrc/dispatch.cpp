@@ -194,11 +194,13 @@ bool allow_tf32() {
 #endif
 }
 
-// The dense / grouped implicit-GEMM forward for p, or {nullptr, ""}: tensor cores (mma.sync) for
-// fp16/bf16, the fp32 kernel with TF32 tensor cores or IEEE FFMA for fp32. `what` prefixes the name
+// The dense / grouped forward for p, or {nullptr, ""}: direct FMAs when the reduction is narrow (Cin/groups
+// < 8, any dtype), else the implicit GEMM: tensor cores (mma.sync) for fp16/bf16, the fp32 kernel with
+// TF32 tensor cores or IEEE FFMA for fp32. `what` prefixes the name
 // ("conv1d_fwd", or "conv1d_bwd_input" when grad-input runs on it).
 Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
   if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
+  if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
   if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
   if (conv1d_fwd_dense_f32_supports(p)) {
     if (allow_tf32()) return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32"};

@@ -502,6 +502,41 @@ F32_CASES = MMA_CASES + [
 ]
 
 
+# Narrow reductions, Cin/groups < 8 and Cin/groups * K <= 64 (kernels/conv1d_fwd_dense_narrow.cu, any
+# dtype): w2v's first layer, the largest reduction (7 x 9, 1 x 64), partial channel tiles (Cout/groups 4,
+# 9, 20), padding wider than the kernel, one output, odd lengths (rows that are not 16-byte aligned:
+# the narrower stores), a (B, L, C) view of x.
+NARROW_CASES = [
+    ("w2v_first_like_k10_s5", 2, 1, 40, 10, 1003, 5, 0, 1, 1),
+    ("cin3_k7_same_d2", 2, 3, 20, 7, 777, 1, "same", 2, 1),
+    ("cin7_k9_s2", 2, 7, 16, 9, 1001, 2, 4, 1, 1),
+    ("groups_3_cin2_causal", 2, 6, 12, 4, 515, 1, "causal", 1, 3),
+    ("cin1_k64_pad70", 1, 1, 9, 64, 300, 1, 70, 1, 1),
+    ("one_output", 3, 2, 5, 3, 3, 1, 0, 1, 1),
+    ("blc_view_s3_d2", 2, 4, 24, 5, 2051, 3, 2, 2, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", NARROW_CASES, ids=[c[0] for c in NARROW_CASES])
+def test_dense_narrow_forward_matches_float64_torch(case, dtype, poison_outputs):
+    _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    if "view" in case[0]:
+        x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["forward"] == "conv1d_fwd_dense_narrow"
+    check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_dense_narrow_fp32_weights(dtype, poison_outputs):
+    x, _, _ = make_inputs(2, 2, 24, 10, 1001, 1, dtype)
+    _, w, b = make_inputs(2, 2, 24, 10, 1001, 1, torch.float32)
+    assert convkit.explain(x, w, b, stride=5)["forward"] == "conv1d_fwd_dense_narrow"
+    check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
+
+
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
 @pytest.mark.parametrize("case", F32_CASES, ids=[c[0] for c in F32_CASES])
 def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison_outputs):
@@ -512,7 +547,8 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
         x = torch.randn(B, L, Cin, device="cuda").transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     kind = "tf32" if tf32 else "f32"
-    assert names["forward"] == f"conv1d_fwd_dense_{kind}"
+    # a reduction over fewer than 8 input channels runs on the narrow kernel (IEEE FMAs) instead
+    assert names["forward"] == ("conv1d_fwd_dense_narrow" if Cin // groups < 8 else f"conv1d_fwd_dense_{kind}")
     assert names["grad_input"] == f"conv1d_bwd_input_dense_{kind}"
     assert names["grad_weight"] == f"conv1d_bwd_weight_dense_{kind}"
     check_case(x, w, b, stride, padding, dilation, groups, torch.float32, activation="silu",

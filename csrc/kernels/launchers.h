@@ -18,6 +18,11 @@ cudaError_t launch_conv1d_bwd_input_generic(const Conv1dParams& p, cudaStream_t 
 int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
+// Dense/grouped forward with a narrow reduction, Cin/groups < 8 and Cin/groups * K <= 64 (wav2vec2's first
+// layer), any dtype: direct FMAs, 8 positions x 8 channels per thread (kernels/conv1d_fwd_dense_narrow.cu).
+bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream);
+
 // Dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32; mma.sync
 // implicit GEMM, kernels/conv1d_fwd_dense_mma.cu); dispatch.cpp also runs stride-1 grad-input on it.
 // supports() false -> the caller uses the generic kernel.

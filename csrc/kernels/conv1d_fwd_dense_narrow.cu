@@ -1,0 +1,184 @@
+// Dense / grouped forward with a narrow reduction: Cin/groups < 8 and Cin/groups * K <= 64 (wav2vec2's
+// first layer: Cin 1, K 10, stride 5, Cout 512). Such a call is all output: each y element is a handful
+// of FMAs, so the time is the y write, and tensor-core tiles (16-deep reductions) would idle. Any dtype
+// (fp32 is IEEE FMA), weights of the input's dtype or fp32, any K / stride / dilation / padding, any
+// strides of x and y.
+//
+// A block of 128 threads covers kCoT = 8 output channels of one group and kBlockN = 128 * kV = 1024
+// output positions of one batch row; a thread computes kV = 8 consecutive positions x 8 channels:
+// for every (ci, k) of the reduction it loads the 8 x values its positions need (one L1-resident
+// window per warp) and does 64 FMAs with weights broadcast from shared memory. Bias + activation are
+// applied in the epilogue, and each channel's 8 outputs leave as the widest stores their address
+// allows (y rows of odd length are not 16-byte aligned).
+#include <cstdint>
+#include <cstring>
+
+#include "activation.cuh"
+#include "common.cuh"
+#include "launchers.h"
+
+namespace convkit {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kV = 8;                    // consecutive output positions per thread
+constexpr int kCoT = 8;                  // output channels per block (and per thread)
+constexpr int kBlockN = kThreads * kV;   // output positions per block
+constexpr int kMaxRed = 64;              // Cin/groups * K
+constexpr int kMaxCinG = 7;              // Cin/groups (8 and more: the tensor-core / fp32 tile kernels)
+
+// The kV values of one output channel, rounded to T, at dst (contiguous), with the widest stores its
+// alignment allows.
+template <typename T, typename A>
+__device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
+  if constexpr (sizeof(T) == 2) {
+    uint32_t w[kV / 2];
+#pragma unroll
+    for (int i = 0; i < kV / 2; ++i) {
+      const T lo = from_acc<T>(v[2 * i]), hi = from_acc<T>(v[2 * i + 1]);
+      unsigned short l, h;
+      memcpy(&l, &lo, 2);
+      memcpy(&h, &hi, 2);
+      w[i] = static_cast<uint32_t>(l) | (static_cast<uint32_t>(h) << 16);
+    }
+    if ((a & 15) == 0) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if ((a & 7) == 0) {
+      reinterpret_cast<uint2*>(dst)[0] = make_uint2(w[0], w[1]);
+      reinterpret_cast<uint2*>(dst)[1] = make_uint2(w[2], w[3]);
+    } else if ((a & 3) == 0) {
+#pragma unroll
+      for (int i = 0; i < kV / 2; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+    } else {
+      unsigned short* d = reinterpret_cast<unsigned short*>(dst);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) d[i] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+    }
+  } else if constexpr (sizeof(T) == 4) {
+    if ((a & 15) == 0) {
+      reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else if ((a & 7) == 0) {
+#pragma unroll
+      for (int i = 0; i < kV / 2; ++i) reinterpret_cast<float2*>(dst)[i] = make_float2(v[2 * i], v[2 * i + 1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) dst[i] = v[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kV; ++i) dst[i] = from_acc<T>(v[i]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const Conv1dParams p) {
+  using A = typename AccOf<T>::type;
+  __shared__ A ws[kCoT][kMaxRed];  // the block's weights, [co][ci * K + k]
+  __shared__ A bs[kCoT];
+
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int K = static_cast<int>(p.kernel_size);
+  const int red = static_cast<int>(cin_g) * K;
+  const int64_t co_tiles = ceil_div(cout_g, kCoT), j_tiles = ceil_div(p.out_length, kBlockN);
+  // blockIdx.x = ((b * groups + g) * j_tiles + jt) * co_tiles + ct: the channel tiles of one x window
+  // run next to each other (its reads hit L1 / L2).
+  int64_t rest, ct, jt, g, b;
+  divmod(static_cast<int64_t>(blockIdx.x), co_tiles, rest, ct);
+  divmod(rest, j_tiles, rest, jt);
+  divmod(rest, p.groups, b, g);
+  const int64_t co0 = g * cout_g + ct * kCoT;  // first output channel (absolute)
+  const int n_co = static_cast<int>(min(static_cast<int64_t>(kCoT), cout_g - ct * kCoT));
+
+  for (int i = threadIdx.x; i < kCoT * red; i += kThreads) {
+    const int c = i / red, r = i - c * red;
+    const int ci = r / K, k = r - ci * K;
+    ws[c][r] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
+                                                                   k * p.w_stride_k))
+                        : A(0);
+  }
+  if (threadIdx.x < kCoT)
+    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
+                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
+                          : A(0);
+  __syncthreads();
+
+  const int64_t j0 = jt * kBlockN + static_cast<int64_t>(threadIdx.x) * kV;  // this thread's first output
+  if (j0 >= p.out_length) return;
+  const int64_t S = p.stride, D = p.dilation;
+  const int64_t pos0 = j0 * S - p.pad_left;  // x position of tap 0 of output j0
+  // every position this thread reads inside the row: no bounds checks
+  const bool interior = pos0 >= 0 && pos0 + (kV - 1) * S + (K - 1) * D < p.in_length;
+
+  A acc[kCoT][kV];
+#pragma unroll
+  for (int c = 0; c < kCoT; ++c)
+#pragma unroll
+    for (int v = 0; v < kV; ++v) acc[c][v] = A(0);
+
+  const int64_t x_row0 = b * p.x_stride_b + g * cin_g * p.x_stride_c;
+  for (int r = 0; r < red; ++r) {
+    const int ci = r / K, k = r - ci * K;
+    const int64_t base = pos0 + k * D;
+    const int64_t row = x_row0 + ci * p.x_stride_c;
+    A xv[kV];
+    if (interior) {
+#pragma unroll
+      for (int v = 0; v < kV; ++v) xv[v] = load<T>(p.x, row + (base + v * S) * p.x_stride_l);
+    } else {
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        const int64_t pos = base + v * S;
+        xv[v] = pos >= 0 && pos < p.in_length ? static_cast<A>(load<T>(p.x, row + pos * p.x_stride_l)) : A(0);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCoT; ++c) {
+      const A wv = ws[c][r];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[c][v] = fma(wv, xv[v], acc[c][v]);
+    }
+  }
+
+  T* y = static_cast<T*>(p.y);
+  const int64_t n_j = min(static_cast<int64_t>(kV), p.out_length - j0);
+#pragma unroll
+  for (int c = 0; c < kCoT; ++c) {
+    if (c >= n_co) break;
+#pragma unroll
+    for (int v = 0; v < kV; ++v) acc[c][v] = activate(p.activation, acc[c][v] + bs[c]);
+    const int64_t off = b * p.y_stride_b + (co0 + c) * p.y_stride_c + j0 * p.y_stride_l;
+    if (p.y_stride_l == 1 && n_j == kV) {
+      store_run<T>(y + off, acc[c]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < kV; ++v)
+        if (v < n_j) y[off + v * p.y_stride_l] = from_acc<T>(acc[c][v]);
+    }
+  }
+}
+
+}  // namespace
+
+bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (p.groups == p.in_channels) return false;  // depthwise: its own kernels
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, kBlockN) * ceil_div(cout_g, kCoT);
+  return cin_g >= 1 && cin_g <= kMaxCinG && p.kernel_size >= 1 && cin_g * p.kernel_size <= kMaxRed &&
+         tiles < (int64_t{1} << 31);
+}
+
+cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
+  if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
+  const int64_t cout_g = p.out_channels / p.groups;
+  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, kBlockN) * ceil_div(cout_g, kCoT);
+  if (tiles == 0) return cudaSuccess;
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    conv1d_fwd_dense_narrow_kernel<scalar_t><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(p);
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace convkit
