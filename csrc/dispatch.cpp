@@ -211,15 +211,16 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
 
 // The dense tensor-core forward stages weights per reduction step when its whole weight panel does not
 // fit in shared memory (w2v_k3s2: Cin_g = 512); it copies them by 16-byte cp.async when they are
-// tap-major, (Cout, K, Cin_g) in memory, of the input's dtype (the kernel would round fp32 weights to
-// it the same way: round to nearest even). True when `c` is that kernel and p is such a call.
+// tap-major, (Cout, K, Cin_g) in memory, of the input's dtype. True when `c` is that kernel, p is such a
+// call and its weights have the input's dtype (fp32 master weights keep the register path: w_dtype also
+// says how the kernel reads the bias).
 bool wants_tap_major_weight(const Choice& c, const Conv1dParams& p) {
-  return c.launch == &launch_conv1d_fwd_dense_mma && conv1d_fwd_dense_mma_stages_weights(p);
+  return c.launch == &launch_conv1d_fwd_dense_mma && p.w_dtype == p.dtype && conv1d_fwd_dense_mma_stages_weights(p);
 }
-// w (Cout, Cin_g, K) as a (Cout, Cin_g, K) view of a fresh (Cout, K, Cin_g) tensor of `dtype`.
-at::Tensor tap_major_weight(const at::Tensor& w, at::ScalarType dtype) {
+// w (Cout, Cin_g, K) as a (Cout, Cin_g, K) view of a fresh (Cout, K, Cin_g) tensor.
+at::Tensor tap_major_weight(const at::Tensor& w) {
   const at::Tensor v = w.permute({0, 2, 1});
-  return at::empty(v.sizes(), w.options().dtype(dtype)).copy_(v).permute({0, 2, 1});
+  return at::empty(v.sizes(), w.options()).copy_(v).permute({0, 2, 1});
 }
 
 // A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L) gets its output in the same
@@ -288,6 +289,12 @@ void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
+  // A channel multiplier of 8 or more (wav2vec2's first layer: Cin 1, Cout 512) is a dense conv with one
+  // input channel per group: the narrow dense kernel (8 output channels per block) beats the depthwise
+  // kernels, which are built for a few outputs per input channel.
+  if (is_depthwise(p) && f != Force::kAllGeneric && p.out_channels >= 8 * p.in_channels &&
+      conv1d_fwd_dense_narrow_supports(p))
+    return {&launch_conv1d_fwd_dense_narrow, "conv1d_fwd_dense_narrow"};
   if (is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_depthwise_channels_last_supports(p))
     return {&launch_conv1d_fwd_depthwise_channels_last, "conv1d_fwd_depthwise_channels_last"};
   if (is_depthwise(p) && f != Force::kAllGeneric && depthwise_fwd_smem_bytes(p) <= smem_optin_limit()) {
@@ -367,16 +374,15 @@ Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
 // taps descend in equal steps (grad_input_phases), so this is a strided slice and a flip: device work
 // only, no host-to-device copy (which would synchronise). `tap_major`: wt is a view of a fresh
-// (Cin, n, Cout/G) tensor of `dtype` (wants_tap_major_weight); otherwise contiguous, w's dtype.
-at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps, bool tap_major,
-                             at::ScalarType dtype) {
+// (Cin, n, Cout/G) tensor (wants_tap_major_weight); otherwise contiguous.
+at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vector<int64_t>& taps, bool tap_major) {
   const int64_t cout_g = w.size(0) / groups, cin_g = w.size(1), n = static_cast<int64_t>(taps.size());
   const int64_t step = n > 1 ? taps[0] - taps[1] : 1;
   const at::Tensor sel = w.slice(2, taps.back(), taps.front() + 1, step).flip({2});
   const at::Tensor g4 = sel.reshape({groups, cout_g, cin_g, n});
   if (tap_major) {
     const at::Tensor v = g4.permute({0, 2, 3, 1});  // (G, Cin_g, n, Cout_g)
-    return at::empty(v.sizes(), w.options().dtype(dtype)).copy_(v).reshape({groups * cin_g, n, cout_g}).transpose(1, 2);
+    return at::empty(v.sizes(), w.options()).copy_(v).reshape({groups * cin_g, n, cout_g}).transpose(1, 2);
   }
   return g4.transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
 }
@@ -389,7 +395,9 @@ struct WeightGradChoice {
   std::string name;
 };
 WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
-  if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, nullptr, ""};
+  // depthwise runs its own kernels, except with a channel multiplier of 8 or more (as the forward)
+  if ((is_depthwise(p) && p.out_channels < 8 * p.in_channels) || forced() == Force::kAllGeneric)
+    return {nullptr, nullptr, ""};
   if (conv1d_bwd_weight_dense_mma_supports(p))
     return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
   if (conv1d_bwd_weight_dense_f32_supports(p)) {
@@ -469,9 +477,8 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   const Choice c = choose_forward(p);
   at::Tensor wt;  // kept alive until the launch is queued (the allocator orders its reuse on the stream)
   if (wants_tap_major_weight(c, p)) {
-    wt = tap_major_weight(w, x.scalar_type());
+    wt = tap_major_weight(w);
     set_w(p, wt);
-    p.w_dtype = p.dtype;
   }
   check_launch(c.launch(p, current_stream()), c.name);
   return y;
@@ -603,9 +610,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_x(q, dy);
       q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
       const bool tap_major = wants_tap_major_weight(gi, q);
-      const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major, x.scalar_type());
+      const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
       set_w(q, wt);
-      if (tap_major) q.w_dtype = q.dtype;
       set_y(q, dx_phase);
       check_launch(gi.launch(q, current_stream()), gi.name);
     }

@@ -747,7 +747,7 @@ bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
 
 bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p) {
   DensePlan q;
-  return make_plan(p, q) && !q.resident;
+  return make_plan(p, q) && !q.resident && q.cin_g % 8 == 0;  // tap-major 16-byte units need Cin_g % 8 == 0
 }
 
 template <typename T, bool kRes, bool kRing>

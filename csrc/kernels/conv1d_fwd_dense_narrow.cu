@@ -1,5 +1,6 @@
-// Dense / grouped forward with a narrow reduction: Cin/groups < 8 and Cin/groups * K <= 64 (wav2vec2's
-// first layer: Cin 1, K 10, stride 5, Cout 512). Such a call is all output: each y element is a handful
+// Dense / grouped forward with a narrow reduction: Cin/groups < 8 and Cin/groups * K <= 64; dispatch.cpp
+// also sends depthwise calls with a channel multiplier >= 8 here (wav2vec2's first layer: Cin 1, K 10,
+// stride 5, Cout 512: groups = Cin = 1). Such a call is all output: each y element is a handful
 // of FMAs, so the time is the y write, and tensor-core tiles (16-deep reductions) would idle. Any dtype
 // (fp32 is IEEE FMA), weights of the input's dtype or fp32, any K / stride / dilation / padding, any
 // strides of x and y.
@@ -163,7 +164,6 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
-  if (p.groups == p.in_channels) return false;  // depthwise: its own kernels
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, kBlockN) * ceil_div(cout_g, kCoT);
   return cin_g >= 1 && cin_g <= kMaxCinG && p.kernel_size >= 1 && cin_g * p.kernel_size <= kMaxRed &&
