@@ -2,6 +2,10 @@
 capture: `bash ci/gpu_check.sh profile` runs it under Nsight Compute (ncu).
 
     python ci/profile_cases.py --cases kb76_dense_s3d4,mamba_dw_k4_causal --dtypes bfloat16 [--layout blc]
+
+With --kernel-times it profiles itself instead (torch.profiler, after a warm-up run) and prints every
+GPU kernel of one forward + backward with its time: where a fwd+bwd's milliseconds go, including
+torch's own copies and fills between convkit's kernels.
 """
 import argparse
 
@@ -11,11 +15,27 @@ import convkit
 from convkit.bench import DTYPES, select_cases, tf32_allowed
 
 
+def kernel_times(step):
+    """One run of step() under torch.profiler: its GPU kernels in launch order, with times (ms)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    total = 0.0
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            ms = (ev.time_range.end - ev.time_range.start) / 1e3  # a kernel event: its GPU interval (us)
+            total += ms
+            print(f"    {ms:9.3f} ms  {ev.name[:110]}")
+    print(f"    {total:9.3f} ms  total of the kernels above", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", required=True, help="comma-separated case names or families of the suite")
     ap.add_argument("--dtypes", default="bfloat16")
     ap.add_argument("--layout", choices=["bcl", "blc"], default="bcl")
+    ap.add_argument("--kernel-times", action="store_true", help="print per-kernel GPU times (torch.profiler)")
     args = ap.parse_args()
     cases = select_cases(args.cases.split(","))
     for case in cases:
@@ -35,6 +55,8 @@ def main():
                 y = convkit.conv1d(x, w, b, **kw)
                 y.backward(torch.randn_like(y))
                 torch.cuda.synchronize()
+                if args.kernel_times:
+                    kernel_times(lambda: convkit.conv1d(x, w, b, **kw).backward(torch.randn_like(y)))
             del x, w, b, y
             torch.cuda.empty_cache()
 
