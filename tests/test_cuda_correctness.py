@@ -454,7 +454,8 @@ DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depth
 # kernel takes), groups, and strides: grad-input runs one forward convolution per phase i mod S
 # (kb76's S3 D4: one tap per phase; S5 K2: phases without taps, zero; S2 D2: gcd(S, D) = 2).
 # Cin/groups = 512 with K = 3: the weight panel does not fit in shared memory, so the forward (and the
-# stride-1 grad-input, whose reduction is over Cout = 512) stage weights per step from a tap-major copy.
+# stride-1 grad-input, whose reduction is over Cout = 512) stage weights per step from a tap-major copy;
+# Cin 256, K 3 (tcn-like): the panel fits only beside 16-channel stages, so 32-channel staged ones run.
 MMA_CASES = [
     ("k3_same_d2", 2, 32, 48, 3, 1001, 1, 2, 2, 1),
     ("k8_causal", 2, 16, 24, 8, 515, 1, "causal", 1, 1),
@@ -467,6 +468,7 @@ MMA_CASES = [
     ("s2_d2_padded", 2, 16, 24, 3, 301, 2, 3, 2, 2),
     ("staged_weights_k3_cin512", 1, 512, 512, 3, 257, 1, 1, 1, 1),
     ("staged_weights_s2_groups_2", 1, 1024, 128, 3, 301, 2, 1, 1, 2),
+    ("tcn_like_wide_stages", 1, 256, 128, 3, 700, 1, 8, 8, 1),
 ]
 
 

@@ -721,10 +721,20 @@ bool make_plan(const Conv1dParams& p, DensePlan& q) {
   // channel stages. Cout_g <= 64 prefers BM 64 x BN 256.
   // Passes: 0 resident weight panel (any shape that fits), 1 weights staged per stage.
   // (Both variants need > 128 registers without spilling, so a block is alone on its SM.)
+  // A resident panel so large that only 16-channel stages fit beside it (tcn_k3_d8: Cin 256, K 3, a
+  // 199 KB panel) halves the MMAs per stage and leaves no room for the x ring: there, 32-channel stages
+  // with staged tap-major weights (dispatch.cpp copies them when w has x's dtype and Cin_g % 8 == 0)
+  // are faster (session 8, H200, tcn bf16 forward 1.29 -> 1.04 ms, measured with
+  // CONVKIT_DENSE_STAGE_WEIGHTS=1, which picks the same plan).
+  const bool tap_major_ok = p.w_dtype == p.dtype && cin_g % 8 == 0;
   const int tries[2][4][2] = {{{2, 32}, {2, 16}, {1, 32}, {1, 16}}, {{1, 32}, {1, 16}, {2, 32}, {2, 16}}};
   for (int pass = dense_stage_weights_forced() ? 1 : 0; pass < 2; ++pass) {
     for (const auto& tr : tries[cout_g <= 64 ? 1 : 0]) {
       if (!make_geometry(p, q, tr[0], tr[1], pass == 0, limit)) continue;
+      if (pass == 0 && q.cc == 16 && cin_g > 16 && tap_major_ok) {
+        DensePlan wide = q;
+        if (make_geometry(p, wide, tr[0], 32, false, limit)) q = wide;
+      }
       q.blocks_per_sm = 1;
       q.m_tiles = ceil_div(cout_g, q.bm);
       q.j_tiles = ceil_div(p.out_length, q.bn);
