@@ -539,6 +539,40 @@ def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
 
 
+# CONVKIT_DENSE_NARROW_COALESCED=1 runs the narrow forward's other block shape (one position x 16
+# channels per thread); read once per process, so NARROW_CASES run again in a child process.
+NARROW_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+    for name, B, Cin, Cout, K, L, S, P, D, G in @CASES@:
+        for w_dtype in ((dtype, torch.float32) if dtype in (torch.float16, torch.bfloat16) else (dtype,)):
+            x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
+            b = torch.randn(Cout, device="cuda").to(w_dtype)
+            assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["forward"] == "conv1d_fwd_dense_narrow"
+            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="silu")
+            pl, pr = resolve_padding(P, K, S, D)
+            y_ref = reference(x, w, b, torch.zeros_like(y), S, pl, pr, D, G, "silu")[0]
+            assert_close(y, y_ref, dtype, f"forward {name} {dtype} w {w_dtype}")
+print("coalesced narrow cases passed")
+"""
+
+
+def test_dense_narrow_coalesced_shape():
+    import subprocess
+    import sys
+    env = dict(os.environ, CONVKIT_DENSE_NARROW_COALESCED="1", CONVKIT_POISON_OUTPUTS="1")
+    script = NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES))
+    res = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__))],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "coalesced narrow cases passed" in res.stdout
+
+
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
 @pytest.mark.parametrize("case", F32_CASES, ids=[c[0] for c in F32_CASES])
 def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison_outputs):

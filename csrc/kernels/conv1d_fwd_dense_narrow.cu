@@ -5,13 +5,19 @@
 // (fp32 is IEEE FMA), weights of the input's dtype or fp32, any K / stride / dilation / padding, any
 // strides of x and y.
 //
-// A block of 128 threads covers kCoT = 8 output channels of one group and kBlockN = 128 * kV = 1024
-// output positions of one batch row; a thread computes kV = 8 consecutive positions x 8 channels:
-// for every (ci, k) of the reduction it loads the 8 x values its positions need (one L1-resident
-// window per warp) and does 64 FMAs with weights broadcast from shared memory. Bias + activation are
-// applied in the epilogue, and each channel's 8 outputs leave as the widest stores their address
-// allows (y rows of odd length are not 16-byte aligned).
+// A block of kThreads threads covers kCoT output channels of one group and kThreads * kV output
+// positions of one batch row; a thread computes kV consecutive positions x kCoT channels: for every
+// (ci, k) of the reduction it loads the kV x values its positions need (one L1-resident window per
+// warp) and does kV * kCoT FMAs with weights broadcast from shared memory; bias + activation in the
+// epilogue. Two shapes:
+//  * 128 threads, kV 8, kCoT 8 (the default, run on the H200: w2v_first bf16 1.27 ms): each channel's
+//    8 outputs leave as the widest stores their address allows. y rows of odd length (w2v: Lout 49999)
+//    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors:
+//    ~8x the L2 write transactions of the data, which is what 1.27 ms (15 % of the floor) looks like.
+//  * 256 threads, kV 1, kCoT 16 (CONVKIT_DENSE_NARROW_COALESCED=1, not yet timed): lanes hold
+//    consecutive positions, so every store instruction writes 64 contiguous bytes of one row.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "activation.cuh"
@@ -21,17 +27,14 @@
 namespace convkit {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kV = 8;                    // consecutive output positions per thread
-constexpr int kCoT = 8;                  // output channels per block (and per thread)
-constexpr int kBlockN = kThreads * kV;   // output positions per block
 constexpr int kMaxRed = 64;              // Cin/groups * K
 constexpr int kMaxCinG = 7;              // Cin/groups (8 and more: the tensor-core / fp32 tile kernels)
 
 // The kV values of one output channel, rounded to T, at dst (contiguous), with the widest stores its
 // alignment allows.
-template <typename T, typename A>
+template <typename T, int kV, typename A>
 __device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
+  static_assert(kV == 8, "runs of 8 outputs");
   const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
   if constexpr (sizeof(T) == 2) {
     uint32_t w[kV / 2];
@@ -73,9 +76,11 @@ __device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
   }
 }
 
-template <typename T>
+// kThreads threads; kV consecutive positions x kCoT channels per thread.
+template <typename T, int kThreads, int kV, int kCoT>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
+  constexpr int kBlockN = kThreads * kV;  // output positions per block
   __shared__ A ws[kCoT][kMaxRed];  // the block's weights, [co][ci * K + k]
   __shared__ A bs[kCoT];
 
@@ -150,8 +155,10 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[c][v] = activate(p.activation, acc[c][v] + bs[c]);
     const int64_t off = b * p.y_stride_b + (co0 + c) * p.y_stride_c + j0 * p.y_stride_l;
-    if (p.y_stride_l == 1 && n_j == kV) {
-      store_run<T>(y + off, acc[c]);
+    if constexpr (kV == 1) {
+      y[off] = from_acc<T>(acc[c][0]);  // (n_j == 1) the warp's lanes write consecutive positions
+    } else if (p.y_stride_l == 1 && n_j == kV) {
+      store_run<T, kV>(y + off, acc[c]);
     } else {
 #pragma unroll
       for (int v = 0; v < kV; ++v)
@@ -160,25 +167,51 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
   }
 }
 
+// The two block shapes (see the top of the file): threads, positions and channels per thread.
+struct NarrowShape {
+  int threads, v, cot;
+};
+constexpr NarrowShape kRuns{128, 8, 8};
+constexpr NarrowShape kCoalesced{256, 1, 16};
+
+// CONVKIT_DENSE_NARROW_COALESCED=1: the kV = 1 shape (read once per process).
+bool narrow_coalesced() {
+  static const bool on = [] {
+    const char* v = std::getenv("CONVKIT_DENSE_NARROW_COALESCED");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+int64_t narrow_tiles(const Conv1dParams& p, const NarrowShape& s) {
+  const int64_t cout_g = p.out_channels / p.groups;
+  return p.batch * p.groups * ceil_div(p.out_length, int64_t{s.threads} * s.v) * ceil_div(cout_g, int64_t{s.cot});
+}
+
+template <int kThreads, int kV, int kCoT>
+cudaError_t launch_shape(const Conv1dParams& p, int64_t tiles, cudaStream_t stream) {
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    conv1d_fwd_dense_narrow_kernel<scalar_t, kThreads, kV, kCoT><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(p);
+  });
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
-  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, kBlockN) * ceil_div(cout_g, kCoT);
+  const int64_t cin_g = p.in_channels / p.groups;
   return cin_g >= 1 && cin_g <= kMaxCinG && p.kernel_size >= 1 && cin_g * p.kernel_size <= kMaxRed &&
-         tiles < (int64_t{1} << 31);
+         narrow_tiles(p, kRuns) < (int64_t{1} << 31) && narrow_tiles(p, kCoalesced) < (int64_t{1} << 31);
 }
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
-  const int64_t cout_g = p.out_channels / p.groups;
-  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, kBlockN) * ceil_div(cout_g, kCoT);
+  const bool coalesced = narrow_coalesced();
+  const int64_t tiles = narrow_tiles(p, coalesced ? kCoalesced : kRuns);
   if (tiles == 0) return cudaSuccess;
-  CONVKIT_DISPATCH_DTYPE(p.dtype, {
-    conv1d_fwd_dense_narrow_kernel<scalar_t><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(p);
-  });
-  return cudaGetLastError();
+  if (coalesced) return launch_shape<kCoalesced.threads, kCoalesced.v, kCoalesced.cot>(p, tiles, stream);
+  return launch_shape<kRuns.threads, kRuns.v, kRuns.cot>(p, tiles, stream);
 }
 
 }  // namespace convkit
