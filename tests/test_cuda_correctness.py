@@ -66,6 +66,17 @@ def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=Non
         assert_close(br.grad, db_ref, dtype, "grad_bias", tol)
 
 
+def run_child_script(script, marker, **env):
+    """Runs `script` in a fresh Python process with these environment variables set (convkit reads its
+    switches once per process) and the tests folder as argv[1]; it must exit 0 and print `marker`."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__))],
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert marker in res.stdout, res.stdout
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_forward_and_grads_match_float64_torch(case, dtype, kernel_path, poison_outputs):
@@ -553,7 +564,8 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             x = torch.randn(B, Cin, L, device="cuda").to(dtype)
             w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
             b = torch.randn(Cout, device="cuda").to(w_dtype)
-            assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["forward"] == "conv1d_fwd_dense_narrow"
+            names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+            assert names["forward"] == "conv1d_fwd_dense_narrow", names
             y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="silu")
             pl, pr = resolve_padding(P, K, S, D)
             y_ref = reference(x, w, b, torch.zeros_like(y), S, pl, pr, D, G, "silu")[0]
@@ -563,14 +575,8 @@ print("coalesced narrow cases passed")
 
 
 def test_dense_narrow_coalesced_shape():
-    import subprocess
-    import sys
-    env = dict(os.environ, CONVKIT_DENSE_NARROW_COALESCED="1", CONVKIT_POISON_OUTPUTS="1")
-    script = NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES))
-    res = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__))],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "coalesced narrow cases passed" in res.stdout
+    run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "coalesced narrow cases passed",
+                     CONVKIT_DENSE_NARROW_COALESCED="1", CONVKIT_POISON_OUTPUTS="1")
 
 
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
@@ -716,13 +722,7 @@ print("register path cases passed")
 
 
 def test_dense_forward_without_cp_async_ring():
-    import subprocess
-    import sys
-    env = dict(os.environ, CONVKIT_DENSE_RING="0")
-    res = subprocess.run([sys.executable, "-c", RING_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "register path cases passed" in res.stdout
+    run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
 # CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on
@@ -757,13 +757,8 @@ print("staged weight cases passed")
 
 
 def test_dense_forward_with_staged_weights_everywhere():
-    import subprocess
-    import sys
-    env = dict(os.environ, CONVKIT_DENSE_STAGE_WEIGHTS="1", CONVKIT_POISON_OUTPUTS="1")
-    res = subprocess.run([sys.executable, "-c", STAGED_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "staged weight cases passed" in res.stdout
+    run_child_script(STAGED_SCRIPT, "staged weight cases passed", CONVKIT_DENSE_STAGE_WEIGHTS="1",
+                     CONVKIT_POISON_OUTPUTS="1")
 
 
 # The dense grad-input's stride phases write a buffer that one copy interleaves into dx (the default, which
@@ -790,11 +785,6 @@ print("direct phase cases passed")
 
 
 def test_dense_grad_input_without_phase_buffer():
-    import subprocess
-    import sys
-    env = dict(os.environ, CONVKIT_GI_PHASE_BUFFER="0", CONVKIT_POISON_OUTPUTS="1")
-    res = subprocess.run([sys.executable, "-c", GI_BUFFER_SCRIPT, os.path.dirname(os.path.abspath(__file__))],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "direct phase cases passed" in res.stdout
+    run_child_script(GI_BUFFER_SCRIPT, "direct phase cases passed", CONVKIT_GI_PHASE_BUFFER="0",
+                     CONVKIT_POISON_OUTPUTS="1")
 
