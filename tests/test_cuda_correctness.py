@@ -466,7 +466,8 @@ DENSE_CASES = [c for c in CASES if c[9] != c[2]]  # everything that is not depth
 # (kb76's S3 D4: one tap per phase; S5 K2: phases without taps, zero; S2 D2: gcd(S, D) = 2).
 # Cin/groups = 512 with K = 3: the weight panel does not fit in shared memory, so the forward (and the
 # stride-1 grad-input, whose reduction is over Cout = 512) stage weights per step from a tap-major copy;
-# Cin 256, K 3 (tcn-like): the panel fits only beside 16-channel stages, so 32-channel staged ones run.
+# Cin 256, K 3 (tcn-like): the panel fits only beside 16-channel stages, so 32-channel staged ones run
+# (for the forward and, Cout being 256 too, the grad-input).
 MMA_CASES = [
     ("k3_same_d2", 2, 32, 48, 3, 1001, 1, 2, 2, 1),
     ("k8_causal", 2, 16, 24, 8, 515, 1, "causal", 1, 1),
@@ -479,7 +480,7 @@ MMA_CASES = [
     ("s2_d2_padded", 2, 16, 24, 3, 301, 2, 3, 2, 2),
     ("staged_weights_k3_cin512", 1, 512, 512, 3, 257, 1, 1, 1, 1),
     ("staged_weights_s2_groups_2", 1, 1024, 128, 3, 301, 2, 1, 1, 2),
-    ("tcn_like_wide_stages", 1, 256, 128, 3, 700, 1, 8, 8, 1),
+    ("tcn_like_wide_stages", 1, 256, 256, 3, 700, 1, 8, 8, 1),
 ]
 
 
@@ -562,6 +563,8 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
     for name, B, Cin, Cout, K, L, S, P, D, G in @CASES@:
         for w_dtype in ((dtype, torch.float32) if dtype in (torch.float16, torch.bfloat16) else (dtype,)):
             x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+            if "view" in name:  # a (B, L, C) tensor seen as (B, C, L)
+                x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
             w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
             b = torch.randn(Cout, device="cuda").to(w_dtype)
             names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
