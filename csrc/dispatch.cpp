@@ -201,6 +201,8 @@ bool allow_tf32() {
 Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
   if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
   if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
+  if (conv1d_fwd_dense_narrow_out_supports(p))  // CONVKIT_DENSE_NARROW_OUT=1 only
+    return {&launch_conv1d_fwd_dense_narrow_out, what + "_dense_narrow_out"};
   if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
   if (conv1d_fwd_dense_f32_supports(p)) {
     if (allow_tf32()) return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32"};

@@ -582,6 +582,50 @@ def test_dense_narrow_coalesced_shape():
                      CONVKIT_DENSE_NARROW_COALESCED="1", CONVKIT_POISON_OUTPUTS="1")
 
 
+# CONVKIT_DENSE_NARROW_OUT=1: few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8)
+# on the narrow kernel, for the forward and for grad-input phases whose Cout is the call's Cin (w2v's
+# first layer: Cin 1 -> each phase reduces over Cout = 40 here). Read once per process: a child process.
+NARROW_OUT_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+torch.backends.cudnn.allow_tf32 = False  # IEEE fp32 everywhere, as the suite runs
+cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the narrow_out parts
+    ("cout1", 2, 64, 1, 3, 1001, 1, 1, 1, 1, ("forward",)),
+    ("cout4_s2_d2", 2, 96, 4, 5, 777, 2, 2, 2, 1, ("forward",)),
+    ("groups2_causal", 2, 64, 4, 3, 515, 1, "causal", 1, 2, ("forward",)),
+    ("red_2048", 1, 512, 2, 4, 300, 1, 3, 1, 1, ("forward",)),
+    ("w2v_first_like", 2, 1, 40, 10, 1003, 5, 0, 1, 1, ("grad_input",)),
+    ("cin4_s2", 2, 4, 64, 3, 501, 2, 1, 1, 1, ("grad_input",)),
+]
+for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+    for name, B, Cin, Cout, K, L, S, P, D, G, parts in cases:
+        if dtype == torch.float64 and Cin // G * K > 1024:
+            continue  # fp64 takes reductions up to 1024
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        b = torch.randn(Cout, device="cuda").to(dtype)
+        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        for part in parts:
+            assert names[part].endswith("_dense_narrow_out"), (name, names)
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        pl, pr = resolve_padding(P, K, S, D)
+        y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, "gelu")[:2]
+        assert_close(y, y_ref, dtype, f"forward {name} {dtype}")
+        assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype}")
+print("narrow_out cases passed")
+"""
+
+
+def test_dense_narrow_out_few_output_channels():
+    run_child_script(NARROW_OUT_SCRIPT, "narrow_out cases passed", CONVKIT_DENSE_NARROW_OUT="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
 @pytest.mark.parametrize("case", F32_CASES, ids=[c[0] for c in F32_CASES])
 def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison_outputs):

@@ -16,6 +16,11 @@
 //    ~8x the L2 write transactions of the data, which is what 1.27 ms (15 % of the floor) looks like.
 //  * 256 threads, kV 1, kCoT 16 (CONVKIT_DENSE_NARROW_COALESCED=1, not yet timed): lanes hold
 //    consecutive positions, so every store instruction writes 64 contiguous bytes of one row.
+// The same kernel with 4 channels per block and room for a reduction of up to 2048 (1024 in fp64)
+// serves the opposite case, few output channels and a long reduction (Cout/groups <= 4, Cin/groups
+// >= 8), where a tensor-core tile would compute 64 or 128 rows to keep 1-4 of them: the grad-input
+// of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 -> Cout 1). Opt-in with
+// CONVKIT_DENSE_NARROW_OUT=1 (not yet run); "narrow_out" in the kernel names.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +34,8 @@ namespace {
 
 constexpr int kMaxRed = 64;              // Cin/groups * K
 constexpr int kMaxCinG = 7;              // Cin/groups (8 and more: the tensor-core / fp32 tile kernels)
+constexpr int kMaxCoutGOut = 4;          // narrow_out: Cout/groups
+constexpr int kMaxRedOut = 2048;         // narrow_out: Cin/groups * K (fp32 accumulators; half for fp64)
 
 // The kV values of one output channel, rounded to T, at dst (contiguous), with the widest stores its
 // alignment allows.
@@ -76,12 +83,14 @@ __device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
   }
 }
 
-// kThreads threads; kV consecutive positions x kCoT channels per thread.
-template <typename T, int kThreads, int kV, int kCoT>
+// kThreads threads; kV consecutive positions x kCoT channels per thread; reductions up to kMaxR
+// (above kMaxRed: x 4 bytes / sizeof(A), so that the weights' shared array stays within 32 KB).
+template <typename T, int kThreads, int kV, int kCoT, int kMaxR>
 __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const Conv1dParams p) {
   using A = typename AccOf<T>::type;
   constexpr int kBlockN = kThreads * kV;  // output positions per block
-  __shared__ A ws[kCoT][kMaxRed];  // the block's weights, [co][ci * K + k]
+  constexpr int kR = kMaxR <= kMaxRed ? kMaxR : kMaxR * 4 / static_cast<int>(sizeof(A));
+  __shared__ A ws[kCoT][kR];  // the block's weights, [co][ci * K + k]
   __shared__ A bs[kCoT];
 
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
@@ -124,8 +133,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
     for (int v = 0; v < kV; ++v) acc[c][v] = A(0);
 
   const int64_t x_row0 = b * p.x_stride_b + g * cin_g * p.x_stride_c;
-  for (int r = 0; r < red; ++r) {
-    const int ci = r / K, k = r - ci * K;
+  // One step of the reduction: r = ci * K + k.
+  auto step = [&](int r, int ci, int k) {
     const int64_t base = pos0 + k * D;
     const int64_t row = x_row0 + ci * p.x_stride_c;
     A xv[kV];
@@ -145,6 +154,15 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 #pragma unroll
       for (int v = 0; v < kV; ++v) acc[c][v] = fma(wv, xv[v], acc[c][v]);
     }
+  };
+  if constexpr (kMaxR <= kMaxRed) {
+    for (int r = 0; r < red; ++r) {
+      const int ci = r / K;
+      step(r, ci, r - ci * K);
+    }
+  } else {  // long reductions (narrow_out): no division per step
+    for (int ci = 0, r = 0; ci < cin_g; ++ci)
+      for (int k = 0; k < K; ++k, ++r) step(r, ci, k);
   }
 
   T* y = static_cast<T*>(p.y);
@@ -173,6 +191,7 @@ struct NarrowShape {
 };
 constexpr NarrowShape kRuns{128, 8, 8};
 constexpr NarrowShape kCoalesced{256, 1, 16};
+constexpr NarrowShape kOut{128, 8, kMaxCoutGOut};
 
 // CONVKIT_DENSE_NARROW_COALESCED=1: the kV = 1 shape (read once per process).
 bool narrow_coalesced() {
@@ -183,15 +202,25 @@ bool narrow_coalesced() {
   return on;
 }
 
+// CONVKIT_DENSE_NARROW_OUT=1: the few-output-channel use (read once per process).
+bool narrow_out_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CONVKIT_DENSE_NARROW_OUT");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 int64_t narrow_tiles(const Conv1dParams& p, const NarrowShape& s) {
   const int64_t cout_g = p.out_channels / p.groups;
   return p.batch * p.groups * ceil_div(p.out_length, int64_t{s.threads} * s.v) * ceil_div(cout_g, int64_t{s.cot});
 }
 
-template <int kThreads, int kV, int kCoT>
+template <int kThreads, int kV, int kCoT, int kMaxR>
 cudaError_t launch_shape(const Conv1dParams& p, int64_t tiles, cudaStream_t stream) {
   CONVKIT_DISPATCH_DTYPE(p.dtype, {
-    conv1d_fwd_dense_narrow_kernel<scalar_t, kThreads, kV, kCoT><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(p);
+    conv1d_fwd_dense_narrow_kernel<scalar_t, kThreads, kV, kCoT, kMaxR>
+        <<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(p);
   });
   return cudaGetLastError();
 }
@@ -210,8 +239,24 @@ cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t s
   const bool coalesced = narrow_coalesced();
   const int64_t tiles = narrow_tiles(p, coalesced ? kCoalesced : kRuns);
   if (tiles == 0) return cudaSuccess;
-  if (coalesced) return launch_shape<kCoalesced.threads, kCoalesced.v, kCoalesced.cot>(p, tiles, stream);
-  return launch_shape<kRuns.threads, kRuns.v, kRuns.cot>(p, tiles, stream);
+  if (coalesced) return launch_shape<kCoalesced.threads, kCoalesced.v, kCoalesced.cot, kMaxRed>(p, tiles, stream);
+  return launch_shape<kRuns.threads, kRuns.v, kRuns.cot, kMaxRed>(p, tiles, stream);
+}
+
+bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p) {
+  if (!narrow_out_enabled()) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups || p.kernel_size < 1) return false;
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int64_t max_red = p.dtype == DType::kFloat64 ? kMaxRedOut / 2 : kMaxRedOut;
+  return cin_g > kMaxCinG && cout_g <= kMaxCoutGOut && cin_g * p.kernel_size <= max_red &&
+         narrow_tiles(p, kOut) < (int64_t{1} << 31);
+}
+
+cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream) {
+  if (!conv1d_fwd_dense_narrow_out_supports(p)) return cudaErrorInvalidValue;
+  const int64_t tiles = narrow_tiles(p, kOut);
+  if (tiles == 0) return cudaSuccess;
+  return launch_shape<kOut.threads, kOut.v, kOut.cot, kMaxRedOut>(p, tiles, stream);
 }
 
 }  // namespace convkit

@@ -23,6 +23,11 @@ cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t
 // depthwise calls with a channel multiplier >= 8 on it (wav2vec2's first layer: Cin 1, Cout 512).
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream);
+// ... and the opposite case, Cout/groups <= 4 with Cin/groups >= 8 and Cin/groups * K <= 2048 (1024 in
+// fp64): the same kernel with 4 channels per block (grad-input of wav2vec2's first layer). Only with
+// CONVKIT_DENSE_NARROW_OUT=1 (an experiment, not yet run on a GPU); supports() is false otherwise.
+bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32; mma.sync
 // implicit GEMM, kernels/conv1d_fwd_dense_mma.cu); dispatch.cpp also runs stride-1 grad-input on it.
