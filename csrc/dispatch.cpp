@@ -198,10 +198,10 @@ bool allow_tf32() {
 // < 8, any dtype), else the implicit GEMM: tensor cores (mma.sync) for fp16/bf16, the fp32 kernel with
 // TF32 tensor cores or IEEE FFMA for fp32. `what` prefixes the name
 // ("conv1d_fwd", or "conv1d_bwd_input" when grad-input runs on it).
-Choice choose_dense_forward(const Conv1dParams& p, const std::string& what) {
+Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool allow_narrow_out = true) {
   if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
   if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
-  if (conv1d_fwd_dense_narrow_out_supports(p))  // CONVKIT_DENSE_NARROW_OUT=1 only
+  if (allow_narrow_out && conv1d_fwd_dense_narrow_out_supports(p))  // CONVKIT_DENSE_NARROW_OUT=1 only
     return {&launch_conv1d_fwd_dense_narrow_out, what + "_dense_narrow_out"};
   if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
   if (conv1d_fwd_dense_f32_supports(p)) {
@@ -361,16 +361,26 @@ Conv1dParams grad_input_phase_params(const Conv1dParams& p, const GradInputPhase
 // The dense forward kernel every phase of p's grad-input (`phases` = grad_input_phases(p)) can run
 // on, or {nullptr, ""} (generic).
 Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
-  Choice c{nullptr, ""};
-  for (const GradInputPhase& ph : phases) {
-    if (ph.taps.empty()) continue;
-    const Conv1dParams q = grad_input_phase_params(p, ph);
-    if (q.in_length < 1) return {nullptr, ""};
-    const Choice k = choose_dense_forward(q, "conv1d_bwd_input");
-    if (k.launch == nullptr || (c.launch != nullptr && k.launch != c.launch)) return {nullptr, ""};
-    c = k;
+  // Phases differ in their number of taps, so the narrow_out kernel's reduction limit may take some of
+  // them and not others: then all of them go to the kernels without it.
+  for (const bool narrow_out : {true, false}) {
+    Choice c{nullptr, ""};
+    bool same = true;
+    for (const GradInputPhase& ph : phases) {
+      if (ph.taps.empty()) continue;
+      const Conv1dParams q = grad_input_phase_params(p, ph);
+      if (q.in_length < 1) return {nullptr, ""};
+      const Choice k = choose_dense_forward(q, "conv1d_bwd_input", narrow_out);
+      if (k.launch == nullptr) return {nullptr, ""};
+      if (c.launch != nullptr && k.launch != c.launch) {
+        same = false;
+        break;
+      }
+      c = k;
+    }
+    if (same) return c;
   }
-  return c;
+  return {nullptr, ""};
 }
 
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].

@@ -592,31 +592,36 @@ from reference import reference, assert_close
 from convkit.functional import resolve_padding
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = False  # IEEE fp32 everywhere, as the suite runs
-cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the narrow_out parts
-    ("cout1", 2, 64, 1, 3, 1001, 1, 1, 1, 1, ("forward",)),
-    ("cout4_s2_d2", 2, 96, 4, 5, 777, 2, 2, 2, 1, ("forward",)),
-    ("groups2_causal", 2, 64, 4, 3, 515, 1, "causal", 1, 2, ("forward",)),
-    ("red_2048", 1, 512, 2, 4, 300, 1, 3, 1, 1, ("forward",)),
-    ("w2v_first_like", 2, 1, 40, 10, 1003, 5, 0, 1, 1, ("grad_input",)),
-    ("cin4_s2", 2, 4, 64, 3, 501, 2, 1, 1, 1, ("grad_input",)),
+cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the narrow_out part, its longest reduction
+    ("cout1", 2, 64, 1, 3, 1001, 1, 1, 1, 1, "forward", 192),
+    ("cout4_s2_d2", 2, 96, 4, 5, 777, 2, 2, 2, 1, "forward", 480),
+    ("groups2_causal", 2, 64, 4, 3, 515, 1, "causal", 1, 2, "forward", 96),
+    ("red_2048", 1, 512, 2, 4, 300, 1, 3, 1, 1, "forward", 2048),
+    ("red_1024", 1, 256, 1, 4, 300, 1, 2, 1, 1, "forward", 1024),
+    ("w2v_first_like", 2, 1, 40, 10, 1003, 5, 0, 1, 1, "grad_input", 80),
+    ("cin4_s2", 2, 4, 64, 3, 501, 2, 1, 1, 1, "grad_input", 128),
+    # phases of 1 and 2 taps: reductions 1024 and 2048; in fp64 (limit 1024) the phases would split, so
+    # the whole grad-input takes the kernels without narrow_out
+    ("gi_phases_1024_2048", 1, 2, 1024, 3, 301, 2, 1, 1, 1, "grad_input", 2048),
 ]
 for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-    for name, B, Cin, Cout, K, L, S, P, D, G, parts in cases:
-        if dtype == torch.float64 and Cin // G * K > 1024:
-            continue  # fp64 takes reductions up to 1024
-        x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
-        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
-        b = torch.randn(Cout, device="cuda").to(dtype)
-        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
-        for part in parts:
-            assert names[part].endswith("_dense_narrow_out"), (name, names)
-        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
-        dy = torch.randn_like(y)
-        y.backward(dy)
-        pl, pr = resolve_padding(P, K, S, D)
-        y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, "gelu")[:2]
-        assert_close(y, y_ref, dtype, f"forward {name} {dtype}")
-        assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype}")
+    for w_dtype in (dtype, torch.float32):
+        if w_dtype != dtype and dtype not in (torch.float16, torch.bfloat16):
+            continue
+        for name, B, Cin, Cout, K, L, S, P, D, G, part, red in cases:
+            x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
+            b = torch.randn(Cout, device="cuda").to(w_dtype)
+            names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+            fits = red <= (1024 if dtype == torch.float64 else 2048)
+            assert names[part].endswith("_dense_narrow_out") == fits, (name, dtype, names)
+            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+            dy = torch.randn_like(y)
+            y.backward(dy)
+            pl, pr = resolve_padding(P, K, S, D)
+            y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, "gelu")[:2]
+            assert_close(y, y_ref, dtype, f"forward {name} {dtype} w {w_dtype}")
+            assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype} w {w_dtype}")
 print("narrow_out cases passed")
 """
 

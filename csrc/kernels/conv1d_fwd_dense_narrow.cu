@@ -16,7 +16,8 @@
 //    ~8x the L2 write transactions of the data, which is what 1.27 ms (15 % of the floor) looks like.
 //  * 256 threads, kV 1, kCoT 16 (CONVKIT_DENSE_NARROW_COALESCED=1, not yet timed): lanes hold
 //    consecutive positions, so every store instruction writes 64 contiguous bytes of one row.
-// The same kernel with 4 channels per block and room for a reduction of up to 2048 (1024 in fp64)
+// The same kernel with 4 channels per block (1 when Cout/groups is 1) and room for a reduction of up
+// to 2048 (1024 in fp64)
 // serves the opposite case, few output channels and a long reduction (Cout/groups <= 4, Cin/groups
 // >= 8), where a tensor-core tile would compute 64 or 128 rows to keep 1-4 of them: the grad-input
 // of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 -> Cout 1). Opt-in with
@@ -192,6 +193,7 @@ struct NarrowShape {
 constexpr NarrowShape kRuns{128, 8, 8};
 constexpr NarrowShape kCoalesced{256, 1, 16};
 constexpr NarrowShape kOut{128, 8, kMaxCoutGOut};
+constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no FMAs on zero weights)
 
 // CONVKIT_DENSE_NARROW_COALESCED=1: the kV = 1 shape (read once per process).
 bool narrow_coalesced() {
@@ -249,13 +251,15 @@ bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p) {
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   const int64_t max_red = p.dtype == DType::kFloat64 ? kMaxRedOut / 2 : kMaxRedOut;
   return cin_g > kMaxCinG && cout_g <= kMaxCoutGOut && cin_g * p.kernel_size <= max_red &&
-         narrow_tiles(p, kOut) < (int64_t{1} << 31);
+         narrow_tiles(p, kOut) < (int64_t{1} << 31);  // (kOut1: the same tile count when Cout/groups == 1)
 }
 
 cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_out_supports(p)) return cudaErrorInvalidValue;
-  const int64_t tiles = narrow_tiles(p, kOut);
+  const bool one = p.out_channels == p.groups;
+  const int64_t tiles = narrow_tiles(p, one ? kOut1 : kOut);
   if (tiles == 0) return cudaSuccess;
+  if (one) return launch_shape<kOut1.threads, kOut1.v, kOut1.cot, kMaxRedOut>(p, tiles, stream);
   return launch_shape<kOut.threads, kOut.v, kOut.cot, kMaxRedOut>(p, tiles, stream);
 }
 
