@@ -14,7 +14,13 @@
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
 #                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
 #                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
+#   EXTRA_CMD='CONVKIT_DENSE_NARROW_OUT=1 python3 -m convkit.bench --cases w2v_first_k10s5' bash ci/gpu_check.sh all
+#                                        # one more command (run in /tmp after the rest, $repo = this
+#                                        # checkout) into extra.log
+#   JUNIT=1 ...                          # also the tests' junit.xml
 #
+# The device tool brings back at most 8 files from $OUT: this writes summary.txt (GPU, build, config,
+# test counts), build.log, tests.log, bench.json / bench.log (bench2.* with BENCH2_ARGS), extra.log.
 # Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0 (halves the build).
 set -uo pipefail
 what=${1:-all}
@@ -25,8 +31,8 @@ export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0
 PY=${PYTHON:-python3}
 status=0
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/summary.txt"
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/summary.txt"
 
 if [ "$what" = micro ]; then  # the micro-benchmark only (MICRO_FLAGS=-DQUICK: current choices vs streaming)
   for n in 1 2 3 4 5 6 7 8; do
@@ -56,13 +62,15 @@ if ! (cd "$repo" && $PY -m pip wheel --no-build-isolation --no-deps -v -w "$whee
   echo "BUILD FAILED (log: $OUT/build.log)"
   exit 1
 fi
-echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST), wheel $(basename "$wheels"/convkit-*.whl)" | tee "$OUT/summary.txt"
-(cd /tmp && $PY -m convkit --info) | tee "$OUT/show_config.txt"
+echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST), wheel $(basename "$wheels"/convkit-*.whl)" | tee -a "$OUT/summary.txt"
+(cd /tmp && $PY -m convkit --info) | tee -a "$OUT/summary.txt"
 
 # Run from outside the source tree so the installed package, not python/, is what gets tested.
 cd /tmp
 if [ "$what" = all ] || [ "$what" = tests ]; then
-  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --junitxml='$OUT/junit.xml' ${PYTEST_ARGS:-}" \
+  junit=""
+  [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
+  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider $junit ${PYTEST_ARGS:-}" \
     >"$OUT/tests.log" 2>&1
   rc=$?
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
@@ -86,5 +94,9 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     [ ${PIPESTATUS[0]} -eq 0 ] || status=1
   fi
 fi
-cat "$OUT/summary.txt"
+if [ -n "${EXTRA_CMD:-}" ]; then
+  (cd /tmp && eval "$EXTRA_CMD") > "$OUT/extra.log" 2>&1 || status=1
+  tail -40 "$OUT/extra.log"
+fi
+grep -E "^(build|tests):" "$OUT/summary.txt"
 exit $status
