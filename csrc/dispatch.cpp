@@ -156,10 +156,7 @@ Force forced() {
 
 // CONVKIT_GI_PHASE_BUFFER=0: the dense grad-input's stride phases write dx directly instead of through
 // a buffer (see conv1d_backward).
-bool gi_phase_buffer() {
-  const char* v = std::getenv("CONVKIT_GI_PHASE_BUFFER");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
+bool gi_phase_buffer() { return !env_equals("CONVKIT_GI_PHASE_BUFFER", "0"); }
 
 struct Choice {
   LaunchFn launch;

@@ -41,8 +41,6 @@
 // on by default where it applies (session 7, ci/dense_mma_check: grouped_g8 bf16 0.54 -> 0.42 ms, the
 // other suite shapes within +-1 %); CONVKIT_DENSE_RING=0 turns it off.
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "activation.cuh"
@@ -606,20 +604,14 @@ int smem_optin_bytes() {
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 bool dense_ring_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("CONVKIT_DENSE_RING");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = !env_equals("CONVKIT_DENSE_RING", "0");
   return on;
 }
 
 // CONVKIT_DENSE_STAGE_WEIGHTS=1 (an experiment switch, read once): never keep the weight panel
 // resident, stage weights per step (from the tap-major copy dispatch.cpp then passes) on every shape.
 bool dense_stage_weights_forced() {
-  static const bool on = [] {
-    const char* v = std::getenv("CONVKIT_DENSE_STAGE_WEIGHTS");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_equals("CONVKIT_DENSE_STAGE_WEIGHTS", "1");
   return on;
 }
 

@@ -23,7 +23,6 @@
 // of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 -> Cout 1). Opt-in with
 // CONVKIT_DENSE_NARROW_OUT=1 (not yet run); "narrow_out" in the kernel names.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "activation.cuh"
@@ -197,19 +196,13 @@ constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no
 
 // CONVKIT_DENSE_NARROW_COALESCED=1: the kV = 1 shape (read once per process).
 bool narrow_coalesced() {
-  static const bool on = [] {
-    const char* v = std::getenv("CONVKIT_DENSE_NARROW_COALESCED");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1");
   return on;
 }
 
 // CONVKIT_DENSE_NARROW_OUT=1: the few-output-channel use (read once per process).
 bool narrow_out_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("CONVKIT_DENSE_NARROW_OUT");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_equals("CONVKIT_DENSE_NARROW_OUT", "1");
   return on;
 }
 

@@ -4,9 +4,19 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "../conv1d_params.h"
 
 namespace convkit {
+
+// A runtime switch: whether environment variable `name` is set to exactly `value`. Callers that read a
+// switch once per process cache the answer in a function-local static.
+inline bool env_equals(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
 
 using LaunchFn = cudaError_t (*)(const Conv1dParams&, cudaStream_t);
 
