@@ -335,6 +335,34 @@ __device__ __forceinline__ void write_block_partials(const Conv1dParams& p, cons
   store_block_partials<K>(p, sums, split, c);
 }
 
+// The fused backward kernels' block in a grid of blockIdx.x = (b * C + c) * tiles + t over
+// len = max(Lin, Lout) positions in tiles of kTile: its row (b, c) and tile t; its grad-weight split
+// (plan_bwd) is b * tiles + t.
+struct BwdBlock {
+  int64_t b, c, t, len, tiles;
+  __device__ int64_t split() const { return b * tiles + t; }
+};
+__device__ __forceinline__ BwdBlock bwd_block(const Conv1dParams& p, int64_t kTile) {
+  BwdBlock k;
+  k.len = max(p.in_length, p.out_length);
+  k.tiles = ceil_div(k.len, kTile);
+  int64_t row;
+  divmod(blockIdx.x, k.tiles, row, k.t);
+  divmod(row, p.out_channels, k.b, k.c);
+  return k;
+}
+
+// The warp's dy and x windows of row (b, c), both from position q0, nslots 16-byte units each, zero
+// outside the rows (cp.async, not committed): what the fused backward kernels read.
+template <typename T>
+__device__ __forceinline__ void issue_dy_x_windows(uint4* dyw, uint4* xw, const Conv1dParams& p, int64_t b, int64_t c,
+                                                   int64_t q0, int nslots, int lane) {
+  issue_window<T>(dyw, static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c, q0, p.out_length, nslots,
+                  lane, 32);
+  issue_window<T>(xw, static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c, q0, p.in_length, nslots,
+                  lane, 32);
+}
+
 template <typename T, int K, int D, int V>
 __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Conv1dParams p) {
   using Cfg = DirectCfg<T, K, 1, D, V>;
@@ -343,12 +371,8 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Co
   __shared__ uint4 xbuf[kThreads / 32][Cfg::kWarpUnits];
   __shared__ float sums[kThreads / 32][K + 1];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t C = p.out_channels;
-  const int64_t len = max(p.in_length, p.out_length);
-  const int64_t n_tiles = ceil_div(len, int64_t{Cfg::kTile});
-  int64_t row, t, b, c;
-  divmod(blockIdx.x, n_tiles, row, t);
-  divmod(row, C, b, c);
+  const BwdBlock blk = bwd_block(p, Cfg::kTile);
+  const int64_t b = blk.b, c = blk.c, t = blk.t, len = blk.len;
   const int P = static_cast<int>(p.pad_left);
   const int64_t jw = t * Cfg::kTile + warp * 32 * V;  // the warp's first output / input
   const int64_t j0 = jw + lane * V;
@@ -358,10 +382,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Co
   for (int k = 0; k < K; ++k) gw[k] = 0.0f;
   if (jw < len) {
     // dy[jw - kHalo*VE ...) and x[jw - kHalo*VE ...), zero outside the rows.
-    issue_window<T>(dybuf[warp], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c,
-                    jw - kHalo * VE, p.out_length, Cfg::kWarpUnits, lane, 32);
-    issue_window<T>(xbuf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c,
-                    jw - kHalo * VE, p.in_length, Cfg::kWarpUnits, lane, 32);
+    issue_dy_x_windows<T>(dybuf[warp], xbuf[warp], p, b, c, jw - kHalo * VE, Cfg::kWarpUnits, lane);
     cp_async_commit();
     cp_async_wait<0>();
     __syncwarp();
@@ -396,7 +417,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_bwd_dw_direct_kernel(const Co
     }
   }
 
-  write_block_partials<K>(p, gw, gb, sums, b * n_tiles + t, c);
+  write_block_partials<K>(p, gw, gb, sums, blk.split(), c);
 }
 
 // Backward on tensor cores for 16-bit types and long kernels (stride 1; backward variant 5), tiled as
@@ -502,22 +523,15 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
   __shared__ float cbuf[kThreads / 32][16 * 17];
   __shared__ float sums[kThreads / 32][K + 1];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t C = p.out_channels;
-  const int64_t len = max(p.in_length, p.out_length);
-  const int64_t n_tiles = ceil_div(len, int64_t{Cfg::kTile});
-  int64_t row, t, b, c;
-  divmod(blockIdx.x, n_tiles, row, t);
-  divmod(row, C, b, c);
+  const BwdBlock blk = bwd_block(p, Cfg::kTile);
+  const int64_t b = blk.b, c = blk.c, t = blk.t, len = blk.len;
   const int P = static_cast<int>(p.pad_left);
   const int64_t jw = t * Cfg::kTile + warp * Cfg::kWarpOut;  // the warp's first output / input
 
   float gwk = 0.0f, gb = 0.0f;  // lane k's grad-weight tap k (k < K); the lane's part of grad-bias
   if (jw < len) {
     // dy[jw - kHalo*VE ...) and x[jw - kHalo*VE ...), zero outside the rows.
-    issue_window<T>(dybuf[warp], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c,
-                    jw - kHalo * VE, p.out_length, Cfg::kUnits, lane, 32);
-    issue_window<T>(xbuf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c,
-                    jw - kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
+    issue_dy_x_windows<T>(dybuf[warp], xbuf[warp], p, b, c, jw - kHalo * VE, Cfg::kUnits, lane);
     cp_async_commit();
     const int e_gi = kHalo * VE - (KD - P);  // dy window element of dy[jw - ((K-1)*D - P)]
     const int off_gi = e_gi & 1;
@@ -553,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
   for (int off = 16; off > 0; off >>= 1) gb += __shfl_xor_sync(0xffffffffu, gb, off);
   if (lane < K) sums[warp][lane] = gwk;
   if (lane == 0) sums[warp][K] = gb;
-  store_block_partials<K>(p, sums, b * n_tiles + t, c);
+  store_block_partials<K>(p, sums, blk.split(), c);
 }
 
 // The Toeplitz backward with each warp streaming a contiguous run of 32V-position chunks through a ring
@@ -582,11 +596,8 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
     int64_t row, ch, b, c;
     divmod(u, chunks, row, ch);
     divmod(row, C, b, c);
-    const int64_t q0 = ch * Cfg::kWarpOut - kHalo * VE;
-    issue_window<T>(ring[warp][slot][0], static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c, q0,
-                    p.out_length, Cfg::kUnits, lane, 32);
-    issue_window<T>(ring[warp][slot][1], static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c, q0,
-                    p.in_length, Cfg::kUnits, lane, 32);
+    issue_dy_x_windows<T>(ring[warp][slot][0], ring[warp][slot][1], p, b, c, ch * Cfg::kWarpOut - kHalo * VE,
+                          Cfg::kUnits, lane);
   };
 #pragma unroll
   for (int s = 0; s < kRing - 1; ++s) {
