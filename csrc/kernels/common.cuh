@@ -179,6 +179,24 @@ __host__ __device__ inline bool rows_vec_aligned(const void* ptr, int64_t sb, in
   return sl == 1 && sc % ve == 0 && sb % ve == 0 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
 }
 
+// Eight consecutive 16-bit values, packed two per word (w[i] = elements 2i, 2i + 1), to dst with the
+// widest stores its alignment allows (16 / 8 / 4 / 2 bytes): y rows of odd length are not 16-byte aligned.
+__device__ __forceinline__ void store8_16bit(unsigned short* dst, const uint32_t (&w)[4]) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
+  if ((a & 15) == 0) {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if ((a & 7) == 0) {
+    reinterpret_cast<uint2*>(dst)[0] = make_uint2(w[0], w[1]);
+    reinterpret_cast<uint2*>(dst)[1] = make_uint2(w[2], w[3]);
+  } else if ((a & 3) == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dst[i] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+  }
+}
+
 // ---- cp.async (sm_80+): the depthwise pipelines and the dense forward's x ring ----------------------
 // Copies `bytes` (0..16) from global to shared and zero-fills the rest of the 16 bytes.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {

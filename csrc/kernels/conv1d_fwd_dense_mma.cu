@@ -457,22 +457,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t j = tc.j0 + jl;
           const int64_t off = tc.b * p.y_stride_b + (tc.g * q.cout_g + co) * p.y_stride_c;
           unsigned short* dst = yr + off + j * p.y_stride_l;
-          const uintptr_t da = reinterpret_cast<uintptr_t>(dst);
           if (p.y_stride_l == 1 && jl + 8 <= jn) {
             // The widest stores the row's alignment allows: y rows of an odd multiple of 4 bytes (kb76:
             // Lout 174758) used to take the guarded 2-byte loop below, ~8 % of the kernel's instructions.
-            if ((da & 15) == 0) {
-              *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-            } else if ((da & 7) == 0) {
-              reinterpret_cast<uint2*>(dst)[0] = make_uint2(w[0], w[1]);
-              reinterpret_cast<uint2*>(dst)[1] = make_uint2(w[2], w[3]);
-            } else if ((da & 3) == 0) {
-#pragma unroll
-              for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
-            } else {
-#pragma unroll
-              for (int i = 0; i < 8; ++i) dst[i] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
-            }
+            store8_16bit(dst, w);
           } else {
 #pragma unroll
             for (int i = 0; i < 8; ++i)

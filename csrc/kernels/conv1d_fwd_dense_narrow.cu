@@ -42,7 +42,6 @@ constexpr int kMaxRedOut = 2048;         // narrow_out: Cin/groups * K (fp32 acc
 template <typename T, int kV, typename A>
 __device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
   static_assert(kV == 8, "runs of 8 outputs");
-  const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
   if constexpr (sizeof(T) == 2) {
     uint32_t w[kV / 2];
 #pragma unroll
@@ -53,20 +52,9 @@ __device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
       memcpy(&h, &hi, 2);
       w[i] = static_cast<uint32_t>(l) | (static_cast<uint32_t>(h) << 16);
     }
-    if ((a & 15) == 0) {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    } else if ((a & 7) == 0) {
-      reinterpret_cast<uint2*>(dst)[0] = make_uint2(w[0], w[1]);
-      reinterpret_cast<uint2*>(dst)[1] = make_uint2(w[2], w[3]);
-    } else if ((a & 3) == 0) {
-#pragma unroll
-      for (int i = 0; i < kV / 2; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
-    } else {
-      unsigned short* d = reinterpret_cast<unsigned short*>(dst);
-#pragma unroll
-      for (int i = 0; i < kV; ++i) d[i] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
-    }
+    store8_16bit(reinterpret_cast<unsigned short*>(dst), w);
   } else if constexpr (sizeof(T) == 4) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
     if ((a & 15) == 0) {
       reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
       reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
