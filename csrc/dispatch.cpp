@@ -181,6 +181,11 @@ std::string spec_name(const char* what, const SpecEntry& e) {
 
 bool is_depthwise(const Conv1dParams& p) { return p.groups == p.in_channels; }
 
+// A depthwise call with a channel multiplier of 8 or more (wav2vec2's first layer: Cin 1, Cout 512) is a
+// dense conv with one input channel per group: it runs the dense kernels (the narrow forward, the dense
+// grad-weight), which beat the depthwise ones, built for a few outputs per input channel.
+bool dense_like_depthwise(const Conv1dParams& p) { return is_depthwise(p) && p.out_channels >= 8 * p.in_channels; }
+
 // torch's flag for TF32 in fp32 convolutions (torch.backends.cudnn.allow_tf32, or the newer
 // torch.backends.cudnn.conv.fp32_precision), read at every call as cuDNN does.
 bool allow_tf32() {
@@ -288,11 +293,7 @@ void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
-  // A channel multiplier of 8 or more (wav2vec2's first layer: Cin 1, Cout 512) is a dense conv with one
-  // input channel per group: the narrow dense kernel (8 output channels per block) beats the depthwise
-  // kernels, which are built for a few outputs per input channel.
-  if (is_depthwise(p) && f != Force::kAllGeneric && p.out_channels >= 8 * p.in_channels &&
-      conv1d_fwd_dense_narrow_supports(p))
+  if (dense_like_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_dense_narrow_supports(p))
     return {&launch_conv1d_fwd_dense_narrow, "conv1d_fwd_dense_narrow"};
   if (is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_depthwise_channels_last_supports(p))
     return {&launch_conv1d_fwd_depthwise_channels_last, "conv1d_fwd_depthwise_channels_last"};
@@ -404,8 +405,7 @@ struct WeightGradChoice {
   std::string name;
 };
 WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
-  // depthwise runs its own kernels, except with a channel multiplier of 8 or more (as the forward)
-  if ((is_depthwise(p) && p.out_channels < 8 * p.in_channels) || forced() == Force::kAllGeneric)
+  if ((is_depthwise(p) && !dense_like_depthwise(p)) || forced() == Force::kAllGeneric)
     return {nullptr, nullptr, ""};
   if (conv1d_bwd_weight_dense_mma_supports(p))
     return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
