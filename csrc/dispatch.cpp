@@ -203,7 +203,7 @@ bool allow_tf32() {
 Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool allow_narrow_out = true) {
   if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
   if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
-  if (allow_narrow_out && conv1d_fwd_dense_narrow_out_supports(p))  // CONVKIT_DENSE_NARROW_OUT=1 only
+  if (allow_narrow_out && conv1d_fwd_dense_narrow_out_supports(p))  // off with CONVKIT_DENSE_NARROW_OUT=0
     return {&launch_conv1d_fwd_dense_narrow_out, what + "_dense_narrow_out"};
   if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
   if (conv1d_fwd_dense_f32_supports(p)) {

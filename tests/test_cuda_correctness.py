@@ -551,8 +551,10 @@ def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
 
 
-# CONVKIT_DENSE_NARROW_COALESCED=1 runs the narrow forward's other block shape (one position x 16
-# channels per thread); read once per process, so NARROW_CASES run again in a child process.
+# The narrow forward has two block shapes (8 positions x 8 channels per thread for 16-bit dtypes, one
+# position x 16 channels for fp32 / fp64); CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one for every
+# dtype, so each dtype runs the shape it does not run by default. Read once per process: NARROW_CASES run
+# again in a child process.
 NARROW_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -573,26 +575,20 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             pl, pr = resolve_padding(P, K, S, D)
             y_ref = reference(x, w, b, torch.zeros_like(y), S, pl, pr, D, G, "silu")[0]
             assert_close(y, y_ref, dtype, f"forward {name} {dtype} w {w_dtype}")
-print("coalesced narrow cases passed")
+print("forced narrow shape cases passed")
 """
 
 
-def test_dense_narrow_coalesced_shape():
-    run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "coalesced narrow cases passed",
-                     CONVKIT_DENSE_NARROW_COALESCED="1", CONVKIT_POISON_OUTPUTS="1")
+@pytest.mark.parametrize("coalesced", ["0", "1"])
+def test_dense_narrow_forced_shape(coalesced):
+    run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "forced narrow shape cases passed",
+                     CONVKIT_DENSE_NARROW_COALESCED=coalesced, CONVKIT_POISON_OUTPUTS="1")
 
 
-# CONVKIT_DENSE_NARROW_OUT=1: few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8)
-# on the narrow kernel, for the forward and for grad-input phases whose Cout is the call's Cin (w2v's
-# first layer: Cin 1 -> each phase reduces over Cout = 40 here). Read once per process: a child process.
-NARROW_OUT_SCRIPT = r"""
-import sys, torch, convkit
-sys.path.insert(0, sys.argv[1])
-from reference import reference, assert_close
-from convkit.functional import resolve_padding
-torch.manual_seed(0)
-torch.backends.cudnn.allow_tf32 = False  # IEEE fp32 everywhere, as the suite runs
-cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the narrow_out part, its longest reduction
+# Few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8) on the narrow kernel
+# ("narrow_out"), for the forward and for grad-input phases whose Cout is the call's Cin (w2v's first
+# layer: Cin 1 -> each phase reduces over Cout = 40 here).
+NARROW_OUT_CASES = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the narrow_out part, its longest reduction
     ("cout1", 2, 64, 1, 3, 1001, 1, 1, 1, 1, "forward", 192),
     ("cout4_s2_d2", 2, 96, 4, 5, 777, 2, 2, 2, 1, "forward", 480),
     ("groups2_causal", 2, 64, 4, 3, 515, 1, "causal", 1, 2, "forward", 96),
@@ -604,30 +600,51 @@ cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups, the na
     # the whole grad-input takes the kernels without narrow_out
     ("gi_phases_1024_2048", 1, 2, 1024, 3, 301, 2, 1, 1, 1, "grad_input", 2048),
 ]
-for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-    for w_dtype in (dtype, torch.float32):
-        if w_dtype != dtype and dtype not in (torch.float16, torch.bfloat16):
-            continue
-        for name, B, Cin, Cout, K, L, S, P, D, G, part, red in cases:
-            x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
-            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype)
-            b = torch.randn(Cout, device="cuda").to(w_dtype)
-            names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
-            fits = red <= (1024 if dtype == torch.float64 else 2048)
-            assert names[part].endswith("_dense_narrow_out") == fits, (name, dtype, names)
-            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
-            dy = torch.randn_like(y)
-            y.backward(dy)
-            pl, pr = resolve_padding(P, K, S, D)
-            y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, "gelu")[:2]
-            assert_close(y, y_ref, dtype, f"forward {name} {dtype} w {w_dtype}")
-            assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype} w {w_dtype}")
-print("narrow_out cases passed")
-"""
 
 
-def test_dense_narrow_out_few_output_channels():
-    run_child_script(NARROW_OUT_SCRIPT, "narrow_out cases passed", CONVKIT_DENSE_NARROW_OUT="1",
+@pytest.mark.parametrize("w_fp32", [False, True], ids=["w_same", "w_fp32"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", NARROW_OUT_CASES, ids=[c[0] for c in NARROW_OUT_CASES])
+def test_dense_narrow_out_few_output_channels(case, dtype, w_fp32, poison_outputs):
+    name, B, Cin, Cout, K, L, S, P, D, G, part, red = case
+    if w_fp32 and dtype not in (torch.float16, torch.bfloat16):
+        pytest.skip("fp32 weights are for 16-bit inputs")
+    x, w, b = make_inputs(B, Cin, Cout, K, L, G, dtype)
+    if w_fp32:
+        w, b = w.float(), b.float()
+    names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+    fits = red <= (1024 if dtype == torch.float64 else 2048)
+    assert names[part].endswith("_dense_narrow_out") == fits, names
+    check_case(x, w, b, S, P, D, G, dtype, activation="gelu")
+
+
+def test_dense_narrow_out_switch_off():
+    """CONVKIT_DENSE_NARROW_OUT=0 (read once per process) puts these calls back on the tensor-core /
+    fp32 tile kernels; a child process checks the routing and the results."""
+    script = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+torch.backends.cudnn.allow_tf32 = False
+for dtype in (torch.float32, torch.bfloat16):
+    for name, B, Cin, Cout, K, L, S, P, D, G, part, red in @CASES@:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        b = torch.randn(Cout, device="cuda").to(dtype)
+        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        assert not any("narrow_out" in v for v in names.values()), names
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        pl, pr = resolve_padding(P, K, S, D)
+        y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, None)[:2]
+        assert_close(y, y_ref, dtype, f"forward {name} {dtype}")
+        assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype}")
+print("narrow_out off cases passed")
+""".replace("@CASES@", repr(NARROW_OUT_CASES[:3] + NARROW_OUT_CASES[5:7]))
+    run_child_script(script, "narrow_out off cases passed", CONVKIT_DENSE_NARROW_OUT="0",
                      CONVKIT_POISON_OUTPUTS="1")
 
 
@@ -643,7 +660,9 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
     kind = "tf32" if tf32 else "f32"
     # a reduction over fewer than 8 input channels runs on the narrow kernel (IEEE FMAs) instead
     assert names["forward"] == ("conv1d_fwd_dense_narrow" if Cin // groups < 8 else f"conv1d_fwd_dense_{kind}")
-    assert names["grad_input"] == f"conv1d_bwd_input_dense_{kind}"
+    # ... and a grad-input with at most 4 input channels per group on its few-output-channel use
+    assert names["grad_input"] == ("conv1d_bwd_input_dense_narrow_out" if Cin // groups <= 4
+                                   else f"conv1d_bwd_input_dense_{kind}")
     assert names["grad_weight"] == f"conv1d_bwd_weight_dense_{kind}"
     check_case(x, w, b, stride, padding, dilation, groups, torch.float32, activation="silu",
                tol=TF32_REL_TOL if tf32 else None)

@@ -10,18 +10,20 @@
 // (ci, k) of the reduction it loads the kV x values its positions need (one L1-resident window per
 // warp) and does kV * kCoT FMAs with weights broadcast from shared memory; bias + activation in the
 // epilogue. Two shapes:
-//  * 128 threads, kV 8, kCoT 8 (the default, run on the H200: w2v_first bf16 1.27 ms): each channel's
+//  * 128 threads, kV 8, kCoT 8 (16-bit dtypes; w2v_first bf16 1.27 ms on the H200): each channel's
 //    8 outputs leave as the widest stores their address allows. y rows of odd length (w2v: Lout 49999)
-//    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors:
-//    ~8x the L2 write transactions of the data, which is what 1.27 ms (15 % of the floor) looks like.
-//  * 256 threads, kV 1, kCoT 16 (CONVKIT_DENSE_NARROW_COALESCED=1, not yet timed): lanes hold
-//    consecutive positions, so every store instruction writes 64 contiguous bytes of one row.
+//    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors,
+//    which is what 1.27 ms (15 % of the floor) looks like.
+//  * 256 threads, kV 1, kCoT 16 (fp32 and fp64): lanes hold consecutive positions, so every store
+//    instruction writes contiguous bytes of one row. Measured on w2v_first: fp32 1.84 -> 1.60 ms, but
+//    bf16 1.27 -> 1.62 ms (x loads and FMAs per output grow 8x where 2-byte stores were the cost), hence
+//    the choice by dtype. CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one shape for every dtype.
 // The same kernel with 4 channels per block (1 when Cout/groups is 1) and room for a reduction of up
-// to 2048 (1024 in fp64)
-// serves the opposite case, few output channels and a long reduction (Cout/groups <= 4, Cin/groups
-// >= 8), where a tensor-core tile would compute 64 or 128 rows to keep 1-4 of them: the grad-input
-// of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 -> Cout 1). Opt-in with
-// CONVKIT_DENSE_NARROW_OUT=1 (not yet run); "narrow_out" in the kernel names.
+// to 2048 (1024 in fp64) serves the opposite case, few output channels and a long reduction
+// (Cout/groups <= 4, Cin/groups >= 8), where a tensor-core tile would compute 64 or 128 rows to keep
+// 1-4 of them: the grad-input of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 ->
+// Cout 1). "narrow_out" in the kernel names; w2v_first fwd+bwd bf16 13.19 -> 7.14 ms, fp32 32.6 ->
+// 16.8 ms on the H200. CONVKIT_DENSE_NARROW_OUT=0 switches it off.
 #include <cstdint>
 #include <cstring>
 
@@ -182,16 +184,19 @@ constexpr NarrowShape kCoalesced{256, 1, 16};
 constexpr NarrowShape kOut{128, 8, kMaxCoutGOut};
 constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no FMAs on zero weights)
 
-// CONVKIT_DENSE_NARROW_COALESCED=1: the kV = 1 shape (read once per process).
-bool narrow_coalesced() {
-  static const bool on = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1");
-  return on;
+// The kV = 1 shape for 4- and 8-byte dtypes; CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces it on / off
+// for every dtype (read once per process).
+bool narrow_coalesced(DType dtype) {
+  static const bool force_on = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1");
+  static const bool force_off = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0");
+  if (force_on || force_off) return force_on;
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64;
 }
 
-// CONVKIT_DENSE_NARROW_OUT=1: the few-output-channel use (read once per process).
+// The few-output-channel use, on unless CONVKIT_DENSE_NARROW_OUT=0 (read once per process).
 bool narrow_out_enabled() {
-  static const bool on = env_equals("CONVKIT_DENSE_NARROW_OUT", "1");
-  return on;
+  static const bool off = env_equals("CONVKIT_DENSE_NARROW_OUT", "0");
+  return !off;
 }
 
 int64_t narrow_tiles(const Conv1dParams& p, const NarrowShape& s) {
@@ -219,7 +224,7 @@ bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
-  const bool coalesced = narrow_coalesced();
+  const bool coalesced = narrow_coalesced(p.dtype);
   const int64_t tiles = narrow_tiles(p, coalesced ? kCoalesced : kRuns);
   if (tiles == 0) return cudaSuccess;
   if (coalesced) return launch_shape<kCoalesced.threads, kCoalesced.v, kCoalesced.cot, kMaxRed>(p, tiles, stream);

@@ -34,8 +34,8 @@ cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream);
 // ... and the opposite case, Cout/groups <= 4 with Cin/groups >= 8 and Cin/groups * K <= 2048 (1024 in
-// fp64): the same kernel with 4 channels per block (grad-input of wav2vec2's first layer). Only with
-// CONVKIT_DENSE_NARROW_OUT=1 (an experiment, not yet run on a GPU); supports() is false otherwise.
+// fp64): the same kernel with 4 channels per block (grad-input of wav2vec2's first layer).
+// CONVKIT_DENSE_NARROW_OUT=0 switches it off (supports() is then false).
 bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream);
 
