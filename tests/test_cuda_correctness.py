@@ -481,6 +481,11 @@ MMA_CASES = [
     ("staged_weights_k3_cin512", 1, 512, 512, 3, 257, 1, 1, 1, 1),
     ("staged_weights_s2_groups_2", 1, 1024, 128, 3, 301, 2, 1, 1, 2),
     ("tcn_like_wide_stages", 1, 256, 256, 3, 700, 1, 8, 8, 1),
+    # rows 4-byte but not 16-byte aligned: the x ring's 4-byte copies (forward and grad-input), also at
+    # the grad-input's stride phases (dy rows of 398) and with a partial second 32-channel chunk
+    ("ring4_even_len", 2, 32, 48, 3, 1002, 1, 1, 1, 1),
+    ("ring4_s3_d4_phases", 2, 16, 32, 3, 1200, 3, 0, 4, 1),
+    ("ring4_cin40_s2", 1, 40, 24, 4, 778, 2, 3, 1, 1),
 ]
 
 
@@ -494,6 +499,16 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     assert names["grad_input"] == "conv1d_bwd_input_dense_mma"
     assert names["grad_weight"] == "conv1d_bwd_weight_dense_mma"
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
+
+
+@pytest.mark.parametrize("length", [1002, 1008], ids=["rows_4_byte", "rows_16_byte"])
+def test_dense_mma_ring_on_aligned_rows(length, poison_outputs):
+    """x rows that are 4-byte (or 16-byte) aligned go through the cp.async ring (kernel <T, true, true>),
+    forward and stride-1 grad-input, and give torch's results."""
+    x, w, b = make_inputs(2, 32, 48, 3, length, 1, torch.bfloat16)
+    names = cuda_kernel_names(lambda: check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16))
+    ring = [n for n in names if "conv1d_fwd_dense_mma_kernel<__nv_bfloat16, true, true>" in n]
+    assert ring, sorted(names)
 
 
 @pytest.mark.parametrize("shape", [(2, 32, 48, 3, 1001), (1, 512, 512, 3, 257)], ids=["resident", "staged"])

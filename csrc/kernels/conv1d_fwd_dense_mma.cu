@@ -74,6 +74,7 @@ struct DensePlan {
   int epi_off;        // offset of the per-warp epilogue buffers
   int blocks_per_sm;  // occupancy the plan was sized for (grid sizing)
   int ring;           // kRingStages: x windows come through a cp.async ring of raw tiles; 0: registers
+  int ring_unit;      // bytes per cp.async of the ring: 16 (16-byte aligned x rows) or 4 (4-byte aligned)
   int raw_off;        // offset of raw ring slot 0 ([segment][channel][position], wls positions per row)
   int raw_bytes;      // bytes per raw slot
   // A fast path (weights contiguous (Cout, Cin_g, K), 16-byte aligned rows): a row's stage is
@@ -217,11 +218,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     // pos is a multiple of 8 and rows are 16-byte aligned: a chunk is before the row, inside it, cut
     // by its end (the valid prefix is copied) or after it; cp.async zero-fills what it does not copy.
     const int64_t valid = pos < 0 ? 0 : max(int64_t{0}, min(int64_t{8}, p.in_length - pos));
+    if (q.ring_unit == 16) {
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const int bytes = c_loc0 + c < q.cin_g ? static_cast<int>(valid) * 2 : 0;
-      const unsigned short* src = bytes > 0 ? xr + row0 + c * p.x_stride_c + pos : xr;
-      cp_async16(dst + c * q.wls * 2, src, bytes);
+      for (int c = 0; c < 8; ++c) {
+        const int bytes = c_loc0 + c < q.cin_g ? static_cast<int>(valid) * 2 : 0;
+        const unsigned short* src = bytes > 0 ? xr + row0 + c * p.x_stride_c + pos : xr;
+        cp_async16(dst + c * q.wls * 2, src, bytes);
+      }
+    } else {
+      // Rows only 4-byte aligned (even lengths that are not multiples of 8: kb76's dy, Lout 174758, in
+      // its grad-input phases): the same chunk as four 4-byte copies, so these rows keep the ring too.
+      const int v = static_cast<int>(valid);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const bool in = c_loc0 + c < q.cin_g;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int bytes = in ? min(max(v - 2 * e, 0), 2) * 2 : 0;
+          const unsigned short* src = bytes > 0 ? xr + row0 + c * p.x_stride_c + pos + 2 * e : xr;
+          cp_async4(dst + c * q.wls * 2 + 4 * e, src, bytes);
+        }
+      }
     }
   };
   auto raw_to_rx = [&](int slot) {  // kRing: this thread's own chunks of a landed slot into rx
@@ -418,7 +435,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Epilogue straight from the accumulators: per warp and per 16-row slice, bias + activation, round
   // to T, stage the 16 x 32 slice in the warp's own shared buffer (no block barrier: nothing else
   // uses it), then 16-byte coalesced stores of y rows (8 rows x 64 bytes per warp instruction).
-  auto epilogue = [&](const TileCoord& tc) {
+  // kAct (a std::bool_constant): whether an activation runs. Without one the unrolled body is straight
+  // code; with the activation's switch inlined into each of its 32 value pairs the body spread over so
+  // much code that instruction-cache misses stalled ~20 % of kb67's samples (ncu, session 9).
+  auto epilogue_body = [&](const TileCoord& tc, auto kAct) {
     const uint32_t eb = smem_u32(smem + q.epi_off) + warp * kEpiWarpBytes;
     unsigned short* yr = static_cast<unsigned short*>(p.y);
     const int64_t jn = p.out_length - tc.j0;  // valid columns of the tile (> 0)
@@ -434,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
           float v0 = acc[mi][ni][2 * h] + bv, v1 = acc[mi][ni][2 * h + 1] + bv;
-          if (p.activation != kActNone) {
+          if constexpr (decltype(kAct)::value) {
             v0 = activate(p.activation, v0);
             v1 = activate(p.activation, v1);
           }
@@ -469,6 +489,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       __syncwarp();  // the next slice overwrites the buffer
+    }
+  };
+  auto epilogue = [&](const TileCoord& tc) {
+    if (p.activation == kActNone) {
+      epilogue_body(tc, std::false_type{});
+    } else {
+      epilogue_body(tc, std::true_type{});
     }
   };
 
@@ -669,11 +696,14 @@ bool make_geometry(const Conv1dParams& p, DensePlan& q, int wm, int cc, bool res
   q.epi_off = q.raw_off;
   int64_t total = static_cast<int64_t>(q.epi_off) + kEpiBytes;
   if (total > limit) return false;
-  // The cp.async ring (kRing): resident panel, 16-byte aligned contiguous x rows, room for the slots;
-  // unless CONVKIT_DENSE_RING=0.
+  // The cp.async ring (kRing): resident panel, contiguous x rows that are 16-byte aligned (16-byte
+  // copies) or 4-byte aligned (4-byte copies), room for the slots; unless CONVKIT_DENSE_RING=0.
   const bool rows16 = rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, 8);
+  const bool rows4 = p.x_stride_l == 1 && p.x_stride_c % 2 == 0 && p.x_stride_b % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.x) % 4 == 0;
+  q.ring_unit = rows16 ? 16 : 4;
   const int64_t ring_total = total + static_cast<int64_t>(kRingStages) * q.raw_bytes;
-  if (resident && rows16 && dense_ring_enabled() && ring_total <= limit) {
+  if (resident && (rows16 || rows4) && dense_ring_enabled() && ring_total <= limit) {
     q.ring = kRingStages;
     q.epi_off = q.raw_off + kRingStages * q.raw_bytes;
     total = ring_total;
