@@ -10,6 +10,7 @@ cd /tmp && ncu --clock-control none -k "regex:$2" -s "${3:-0}" -c 1 --import-sou
   --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
   --section SourceCounters --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis \
   -o "$rep" -f python3 "$repo/ci/profile_cases.py" $1 > /dev/null
-ncu -i "$rep.ncu-rep" --print-details all 2>&1 | grep -v "^    ---" | sed -e 's/  */ /g' | head -150
+ncu -i "$rep.ncu-rep" --print-details all 2>&1 | grep -v "^    ---" | sed -e 's/  */ /g' |
+  grep -E "^ void|Duration|Throughput|Registers|Achieved Occupancy|Warp Cycles Per|Issue Slots|Ipc|Block Limit|Dynamic Shared|Waves" | head -40
 ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>&1
 python3 "$repo/ci/ncu_source_top.py" "$rep.csv"

@@ -42,6 +42,9 @@ def main():
         print(f"  {op:12s} {n:12.4g}  {100 * n / max(total, 1):5.1f} %")
     reasons = [c for c in cols if c.startswith("stall_") or ("Stall" in c and c != samp and "Sampling" not in c)]
     all_samples = sum(num(r[samp]) for r in rows)
+    totals = sorted(((sum(num(r[c]) for r in rows), c) for c in reasons if "Not Issued" not in c), reverse=True)
+    print("\nstall samples by reason: " + ", ".join(f"{c[6:] if c.startswith('stall_') else c} "
+                                                  f"{100 * v / max(all_samples, 1):.1f} %" for v, c in totals if v > 0))
     print(f"\nstall samples: {all_samples:.4g}; top {top} instructions (addr, samples %, executed, source, reasons)")
     for r in sorted(rows, key=lambda r: -num(r[samp]))[:top]:
         why = sorted(((num(r[c]), c) for c in reasons if num(r[c]) > 0), reverse=True)[:3]
