@@ -811,6 +811,38 @@ def test_dense_forward_without_cp_async_ring():
     run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
+# CONVKIT_WGRAD_CHUNK=64 (read once per process): the tensor-core grad-weight reduces 64 outputs per
+# chunk instead of 32. MMA_CASES' grad-weight and grad-bias again in a child process, with lengths that
+# leave a partial last chunk.
+WGRAD_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+for dtype in (torch.bfloat16, torch.float16):
+    for name, B, Cin, Cout, K, L, S, P, D, G in @CASES@:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype).requires_grad_()
+        b = torch.randn(Cout, device="cuda").to(dtype).requires_grad_()
+        assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["grad_weight"] == \
+            "conv1d_bwd_weight_dense_mma"
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        pl, pr = resolve_padding(P, K, S, D)
+        _, _, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G)
+        assert_close(w.grad, dw_ref, dtype, f"grad_weight {name} {dtype}")
+        assert_close(b.grad, db_ref, dtype, f"grad_bias {name} {dtype}")
+print("chunk 64 grad-weight cases passed")
+"""
+
+
+def test_dense_grad_weight_chunk64():
+    run_child_script(WGRAD_SCRIPT.replace("@CASES@", repr(MMA_CASES)), "chunk 64 grad-weight cases passed",
+                     CONVKIT_WGRAD_CHUNK="64", CONVKIT_POISON_OUTPUTS="1")
+
+
 # CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on
 # every shape (normally only where the panel does not fit, MMA_CASES' staged_weights_*): tap-major
 # copies by cp.async (Cin/groups a multiple of 8) or the register path (the others), for the forward and

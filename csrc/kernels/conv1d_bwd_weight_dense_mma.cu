@@ -29,10 +29,14 @@ namespace {
 using namespace tc;
 
 constexpr int kThreads = 256;
-constexpr int BM = 128, BN = 64, kChunk = 32, kPitch = kChunk + 8;
+constexpr int BM = 128, BN = 64;
+
+// Shared bytes of a block: two buffers of BM + BN rows of kChunk + 8 elements.
+constexpr int smem_bytes(int chunk) { return 2 * (BM + BN) * (chunk + 8) * 2; }
 
 struct WgradPlan {
   int64_t cin_g, cout_g, n_g;  // n_g = cin_g * K columns per group
+  int chunk;                   // kChunk: 32, or 64 with CONVKIT_WGRAD_CHUNK=64 (an experiment)
   int64_t m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
 };
 
@@ -60,11 +64,15 @@ template <> __device__ __forceinline__ float lo_f<__half>(uint32_t w) {
 }
 template <> __device__ __forceinline__ float lo_f<__nv_bfloat16>(uint32_t w) { return __uint_as_float(w << 16); }
 
-template <typename T>
+// kChunk outputs j per chunk (one barrier and 16 * kChunk / 32 MMAs per warp): each loader thread takes
+// kChunk / 32 runs of 8 positions of its rows.
+template <typename T, int kChunk>
 __global__ void __launch_bounds__(kThreads, 2)
     conv1d_bwd_weight_dense_mma_kernel(const Conv1dParams p, const WgradPlan q) {
-  __shared__ __align__(16) unsigned short As[2][BM * kPitch];
-  __shared__ __align__(16) unsigned short Bs[2][BN * kPitch];
+  constexpr int kPitch = kChunk + 8, kRuns = kChunk / 32;
+  extern __shared__ __align__(16) unsigned short wgrad_smem[];
+  unsigned short* const As = wgrad_smem;                    // [2][BM * kPitch]
+  unsigned short* const Bs = wgrad_smem + 2 * BM * kPitch;  // [2][BN * kPitch]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp % 4, wn = warp / 4;
 
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t b_shift = k * p.dilation - p.pad_left;
   const bool want_bias = p.bias != nullptr && nt == 0;
 
-  uint32_t ra0[4], ra1[4], rb[4];
+  uint32_t ra0[kRuns][4], ra1[kRuns][4], rb[kRuns][4];
   float bsum0 = 0.f, bsum1 = 0.f;
   // (b, jc) of the chunk to load next: one division at the start, then stepped (the 64-bit divmod per
   // chunk was ~40 instructions per thread against 16 MMAs per warp).
@@ -102,22 +110,31 @@ __global__ void __launch_bounds__(kThreads, 2)
       ld_jc = 0;
       ++ld_b;
     }
-    const int64_t j = jc * kChunk + seg * 8;
-    load8(dy, b * p.y_stride_b + a_row0, j, 1, p.y_stride_l, p.out_length, a_ok0, ra0);
-    load8(dy, b * p.y_stride_b + a_row1, j, 1, p.y_stride_l, p.out_length, a_ok1, ra1);
-    load8(x, b * p.x_stride_b + b_row, j * p.stride + b_shift, p.stride, p.x_stride_l, p.in_length, b_ok, rb);
-    if (want_bias) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        bsum0 += lo_f<T>(ra0[e]) + lo_f<T>(ra0[e] >> 16);
-        bsum1 += lo_f<T>(ra1[e]) + lo_f<T>(ra1[e] >> 16);
+    for (int u = 0; u < kRuns; ++u) {
+      const int64_t j = jc * kChunk + u * 32 + seg * 8;
+      load8(dy, b * p.y_stride_b + a_row0, j, 1, p.y_stride_l, p.out_length, a_ok0, ra0[u]);
+      load8(dy, b * p.y_stride_b + a_row1, j, 1, p.y_stride_l, p.out_length, a_ok1, ra1[u]);
+      load8(x, b * p.x_stride_b + b_row, j * p.stride + b_shift, p.stride, p.x_stride_l, p.in_length, b_ok, rb[u]);
+      if (want_bias) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          bsum0 += lo_f<T>(ra0[u][e]) + lo_f<T>(ra0[u][e] >> 16);
+          bsum1 += lo_f<T>(ra1[u][e]) + lo_f<T>(ra1[u][e] >> 16);
+        }
       }
     }
   };
   auto store = [&](int buf) {
-    sts128(smem_u32(&As[buf][lrow * kPitch + seg * 8]), ra0[0], ra0[1], ra0[2], ra0[3]);
-    sts128(smem_u32(&As[buf][(lrow + 64) * kPitch + seg * 8]), ra1[0], ra1[1], ra1[2], ra1[3]);
-    sts128(smem_u32(&Bs[buf][lrow * kPitch + seg * 8]), rb[0], rb[1], rb[2], rb[3]);
+    unsigned short* const as = As + buf * BM * kPitch;
+    unsigned short* const bs = Bs + buf * BN * kPitch;
+#pragma unroll
+    for (int u = 0; u < kRuns; ++u) {
+      const int c = u * 32 + seg * 8;
+      sts128(smem_u32(&as[lrow * kPitch + c]), ra0[u][0], ra0[u][1], ra0[u][2], ra0[u][3]);
+      sts128(smem_u32(&as[(lrow + 64) * kPitch + c]), ra1[u][0], ra1[u][1], ra1[u][2], ra1[u][3]);
+      sts128(smem_u32(&bs[lrow * kPitch + c]), rb[u][0], rb[u][1], rb[u][2], rb[u][3]);
+    }
   };
 
   float acc[2][4][4];
@@ -143,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int buf = static_cast<int>((c - c_begin) & 1);
     const bool more = c + 1 < c_end;
     if (more) load();  // chunk c + 1
-    const uint32_t a_s = smem_u32(&As[buf][0]), b_s = smem_u32(&Bs[buf][0]);
+    const uint32_t a_s = smem_u32(As + buf * BM * kPitch), b_s = smem_u32(Bs + buf * BN * kPitch);
 #pragma unroll
     for (int ks = 0; ks < kChunk / 16; ++ks) {
       uint32_t a[2][4], bf[4][2];
@@ -194,6 +211,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// CONVKIT_WGRAD_CHUNK=64 (an experiment, read once): 64-output chunks instead of 32.
+bool wgrad_chunk64() {
+  static const bool on = env_equals("CONVKIT_WGRAD_CHUNK", "64");
+  return on;
+}
+
 bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups || p.kernel_size < 1) return false;
@@ -202,7 +225,8 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   q.n_g = q.cin_g * p.kernel_size;
   q.m_tiles = ceil_div(q.cout_g, BM);
   q.n_tiles = ceil_div(q.n_g, BN);
-  q.chunks_per_row = ceil_div(p.out_length, kChunk);
+  q.chunk = wgrad_chunk64() ? 64 : 32;
+  q.chunks_per_row = ceil_div(p.out_length, int64_t{q.chunk});
   q.total_chunks = p.batch * q.chunks_per_row;
   const int64_t pairs = p.groups * q.m_tiles * q.n_tiles;
   if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
@@ -212,6 +236,21 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;
+}
+
+template <typename T, int kChunk>
+cudaError_t launch_chunk(const Conv1dParams& p, const WgradPlan& q, int64_t grid, cudaStream_t stream) {
+  auto kernel = conv1d_bwd_weight_dense_mma_kernel<T, kChunk>;
+  constexpr int bytes = smem_bytes(kChunk);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<static_cast<unsigned>(grid), kThreads, bytes, stream>>>(p, q);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const Conv1dParams& p, const WgradPlan& q, int64_t grid, cudaStream_t stream) {
+  return q.chunk == 64 ? launch_chunk<T, 64>(p, q, grid, stream) : launch_chunk<T, 32>(p, q, grid, stream);
 }
 
 }  // namespace
@@ -233,11 +272,8 @@ cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream
   WgradPlan q;
   if (!make_plan(p, q) || q.splits != p.weight_splits) return cudaErrorInvalidValue;
   const int64_t grid = p.groups * q.m_tiles * q.n_tiles * q.splits;
-  if (p.dtype == DType::kFloat16)
-    conv1d_bwd_weight_dense_mma_kernel<__half><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(p, q);
-  else
-    conv1d_bwd_weight_dense_mma_kernel<__nv_bfloat16><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(p, q);
-  cudaError_t err = cudaGetLastError();
+  cudaError_t err = p.dtype == DType::kFloat16 ? launch_typed<__half>(p, q, grid, stream)
+                                               : launch_typed<__nv_bfloat16>(p, q, grid, stream);
   if (err != cudaSuccess) return err;
   // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
   const float* part = static_cast<const float*>(p.workspace);
