@@ -63,7 +63,11 @@ def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=Non
     assert_close(xr.grad, dx_ref, dtype, "grad_input", tol)
     assert_close(wr.grad, dw_ref, dtype, "grad_weight", tol)
     if b is not None:
-        assert_close(br.grad, db_ref, dtype, "grad_bias", tol)
+        # grad-bias sums dy * act'(z) over B and L; act' is at most ~1.13 (GELU), so dy's per-channel
+        # sqrt of sum of squares stands for the size of the summed terms (one channel's 300 terms can
+        # cancel to a sum that their bf16 rounding misses by 1.4 %: red_1024 in bf16, Cout 1)
+        terms = dy.double().pow(2).sum(dim=(0, 2)).sqrt()
+        assert_close(br.grad, db_ref, dtype, "grad_bias", tol, terms=terms)
 
 
 def run_child_script(script, marker, **env):
@@ -811,8 +815,8 @@ def test_dense_forward_without_cp_async_ring():
     run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
-# CONVKIT_WGRAD_CHUNK=64 (read once per process): the tensor-core grad-weight reduces 64 outputs per
-# chunk instead of 32. MMA_CASES' grad-weight and grad-bias again in a child process, with lengths that
+# CONVKIT_WGRAD_CHUNK=32 (read once per process): the tensor-core grad-weight reduces 32 outputs per
+# chunk instead of 64. MMA_CASES' grad-weight and grad-bias again in a child process, with lengths that
 # leave a partial last chunk.
 WGRAD_SCRIPT = r"""
 import sys, torch, convkit
@@ -834,13 +838,13 @@ for dtype in (torch.bfloat16, torch.float16):
         _, _, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G)
         assert_close(w.grad, dw_ref, dtype, f"grad_weight {name} {dtype}")
         assert_close(b.grad, db_ref, dtype, f"grad_bias {name} {dtype}")
-print("chunk 64 grad-weight cases passed")
+print("chunk 32 grad-weight cases passed")
 """
 
 
-def test_dense_grad_weight_chunk64():
-    run_child_script(WGRAD_SCRIPT.replace("@CASES@", repr(MMA_CASES)), "chunk 64 grad-weight cases passed",
-                     CONVKIT_WGRAD_CHUNK="64", CONVKIT_POISON_OUTPUTS="1")
+def test_dense_grad_weight_chunk32():
+    run_child_script(WGRAD_SCRIPT.replace("@CASES@", repr(MMA_CASES)), "chunk 32 grad-weight cases passed",
+                     CONVKIT_WGRAD_CHUNK="32", CONVKIT_POISON_OUTPUTS="1")
 
 
 # CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on

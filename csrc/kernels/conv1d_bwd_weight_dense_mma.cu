@@ -9,9 +9,9 @@
 // the workspace and sum_partials_kernel adds the splits in a fixed order, so grad-weight is the same
 // bits on every run. Grad-bias (the sum of dy over r) is taken from the A tiles of the n-tile-0 blocks.
 //
-// Per chunk: A = dy[co0 .. +BM][j0 .. +32] and B = [n][j] (the x gather, j contiguous: for stride 1
-// a shifted copy of x row ci per tap k) go to shared memory as 16-bit rows of 32 + 8 elements (80-byte
-// pitch: conflict-free ldmatrix), so both fragments are plain ldmatrix.x4. The next chunk's global
+// Per chunk: A = dy[co0 .. +BM][j0 .. +kChunk] and B = [n][j] (the x gather, j contiguous: for stride 1
+// a shifted copy of x row ci per tap k) go to shared memory as 16-bit rows of kChunk + 8 elements
+// (80- or 144-byte pitch: conflict-free ldmatrix), so both fragments are plain ldmatrix.x4. The next chunk's global
 // loads are issued into registers before the current chunk's MMAs (two shared buffers, one barrier
 // per chunk). Loads: 8 consecutive elements per thread (two 16-byte loads realigned in registers when
 // the row is not 16-byte aligned), scalar with bounds at row ends, for stride > 1 and strided views.
@@ -36,7 +36,7 @@ constexpr int smem_bytes(int chunk) { return 2 * (BM + BN) * (chunk + 8) * 2; }
 
 struct WgradPlan {
   int64_t cin_g, cout_g, n_g;  // n_g = cin_g * K columns per group
-  int chunk;                   // kChunk: 32, or 64 with CONVKIT_WGRAD_CHUNK=64 (an experiment)
+  int chunk;                   // kChunk: 64, or 32 with CONVKIT_WGRAD_CHUNK=32
   int64_t m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
 };
 
@@ -211,10 +211,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// CONVKIT_WGRAD_CHUNK=64 (an experiment, read once): 64-output chunks instead of 32.
+// 64-output chunks unless CONVKIT_WGRAD_CHUNK=32 (read once). H200, bf16 fwd+bwd with 64 vs 32 (session
+// 9, same build): kb76 35.5 vs 36.5 ms, w2v_k3s2 40.0 vs 41.3, grouped_g8 1.76 vs 1.83, kb67 / tcn /
+// wavenet within 1 %. (The 64 kernel spills 28 bytes at the 128-register cap of two blocks per SM.)
 bool wgrad_chunk64() {
-  static const bool on = env_equals("CONVKIT_WGRAD_CHUNK", "64");
-  return on;
+  static const bool off = env_equals("CONVKIT_WGRAD_CHUNK", "32");
+  return !off;
 }
 
 bool make_plan(const Conv1dParams& p, WgradPlan& q) {

@@ -34,12 +34,12 @@
 // T, staged in a 1.25 KB per-warp buffer (no block barrier), then 16-byte coalesced stores of y rows.
 // (The fp32 C tile that used to alias a stage buffer, and forced ~70 KB stages, is gone.)
 //
-// STATUS (H200, benchmarks/NOTES.md session 6): correct on the GPU suite and ci/dense_mma_check.cu;
-// bf16 kb76 7.0 ms (1.76x cuDNN), kb67 2.4 ms (1.48x), but 0.2-1.0x cuDNN elsewhere. Profile: ~1100
-// instructions per warp per stage against 96 MMAs, 2 warps per scheduler (204 registers, 1 block
-// per SM), so per-stage work and latency, not the MMAs, set the time. The cp.async ring (kRing) is
-// on by default where it applies (session 7, ci/dense_mma_check: grouped_g8 bf16 0.54 -> 0.42 ms, the
-// other suite shapes within +-1 %); CONVKIT_DENSE_RING=0 turns it off.
+// STATUS (H200, bf16, benchmarks/NOTES.md session 9): kb76 5.9 ms (2.06x cuDNN), kb67 1.92 ms (1.82x),
+// grouped_g8 0.36 ms (1.49x), but tcn / wavenet / w2v_k3s2 0.2-0.8x cuDNN. Profile (ci/ncu_source.sh,
+// kb67): ~11 warp instructions per MMA, ~1 IPC per SM at 2 warps per scheduler (one 8-warp block of
+// 200+ registers per SM), so per-stage and per-tile work and latency, not the MMAs, set the time.
+// The cp.async ring (kRing) is on wherever the x rows are 4-byte aligned and the panel is resident;
+// CONVKIT_DENSE_RING=0 turns it off.
 #include <cstdint>
 #include <type_traits>
 
