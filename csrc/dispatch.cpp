@@ -158,6 +158,13 @@ Force forced() {
 // a buffer (see conv1d_backward).
 bool gi_phase_buffer() { return !env_equals("CONVKIT_GI_PHASE_BUFFER", "0"); }
 
+// CONVKIT_GI_INTERLEAVE=kernel: that buffer is interleaved into dx by convkit's kernel
+// (kernels/conv1d_bwd_input_interleave.cu) instead of torch's strided copy (an experiment, read once).
+bool gi_interleave_kernel() {
+  static const bool on = env_equals("CONVKIT_GI_INTERLEAVE", "kernel");
+  return on;
+}
+
 struct Choice {
   LaunchFn launch;
   std::string name;
@@ -624,7 +631,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_y(q, dx_phase);
       check_launch(gi.launch(q, current_stream()), gi.name);
     }
-    if (buffered) {  // dx[b, c, m*S + rho] = buf[rho, b, c, m]
+    if (buffered && gi_interleave_kernel()) {
+      const InterleaveParams iq{p.batch, p.in_channels, p.in_length, lq, dx.stride(0), dx.stride(1), dx.stride(2),
+                                static_cast<int>(p.stride), p.num_sms};
+      check_launch(launch_interleave_phases(buf.data_ptr(), dx.data_ptr(), iq, static_cast<int>(dx.element_size()),
+                                            current_stream()),
+                   "conv1d_bwd_input_interleave");
+    } else if (buffered) {  // dx[b, c, m*S + rho] = buf[rho, b, c, m]
       const at::Tensor inter = buf.permute({1, 2, 3, 0});
       if (dx.is_contiguous() && p.in_length == lq * p.stride) {
         dx.view({p.batch, p.in_channels, lq, p.stride}).copy_(inter);

@@ -815,6 +815,51 @@ def test_dense_forward_without_cp_async_ring():
     run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
+# CONVKIT_GI_INTERLEAVE=kernel (read once per process): the dense grad-input's stride phases are
+# interleaved into dx by convkit's kernel instead of torch's strided copy. Strided cases of every dtype
+# whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
+# fp64: 2-, 4- and 8-byte elements), odd lengths, a (B, L, C) view of x (dx then has its strides).
+INTERLEAVE_SCRIPT = r"""
+import sys, torch, convkit
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+torch.backends.cudnn.allow_tf32 = False
+cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
+    ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
+    ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1), ("s2_d2_groups", 2, 16, 24, 3, 301, 2, 3, 2, 2),
+    ("cin4_s2_narrow_out", 2, 4, 64, 3, 501, 2, 1, 1, 1), ("view_s3", 2, 16, 32, 3, 1000, 3, 1, 1, 1)]
+for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+    for name, B, Cin, Cout, K, L, S, P, D, G in cases:
+        if dtype == torch.float64 and "narrow_out" not in name:
+            continue  # fp64 grad-input runs phase by phase only on the narrow_out kernel
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        if "view" in name:
+            x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
+        x.requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        b = torch.randn(Cout, device="cuda").to(dtype)
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y.backward(dy)
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        assert any("interleave_phases_kernel" in n for n in names), (name, dtype, sorted(names))
+        pl, pr = resolve_padding(P, K, S, D)
+        dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G)[1]
+        assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype}")
+print("interleave kernel cases passed")
+"""
+
+
+def test_dense_grad_input_interleave_kernel():
+    run_child_script(INTERLEAVE_SCRIPT, "interleave kernel cases passed", CONVKIT_GI_INTERLEAVE="kernel",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 # CONVKIT_WGRAD_CHUNK=32 (read once per process): the tensor-core grad-weight reduces 32 outputs per
 # chunk instead of 64. MMA_CASES' grad-weight and grad-bias again in a child process, with lengths that
 # leave a partial last chunk.

@@ -67,6 +67,17 @@ bool conv1d_bwd_weight_dense_mma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_mma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
+// The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[i % S, b, c, i / S] for a
+// contiguous buf (S, B, C, lq), any dx strides, elements of 2, 4 or 8 bytes
+// (kernels/conv1d_bwd_input_interleave.cu; dispatch.cpp, CONVKIT_GI_INTERLEAVE=kernel).
+struct InterleaveParams {
+  int64_t batch, channels, in_length, lq;
+  int64_t dx_stride_b, dx_stride_c, dx_stride_l;
+  int stride, num_sms;
+};
+cudaError_t launch_interleave_phases(const void* buf, void* dx, const InterleaveParams& q, int element_size,
+                                     cudaStream_t stream);
+
 // Depthwise forward (multiplier 1) on (B, L, C)-layout x and y (channel stride 1), runtime K/S/D
 // (kernels/conv1d_depthwise_channels_last.cu).
 bool conv1d_fwd_depthwise_channels_last_supports(const Conv1dParams& p);
