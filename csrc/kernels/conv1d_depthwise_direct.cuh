@@ -59,8 +59,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dw_direct_kernel(const Co
   const int64_t jw = lt * Cfg::kTile + warp * 32 * V;  // the warp's first output
   if (jw >= p.out_length) return;
   divmod(row, p.out_channels, b, co);
-  const int64_t mult = p.out_channels / p.in_channels;
-  const int64_t ci = mult == 1 ? co : co / mult;
+  const int64_t ci = depthwise_in_channel(p, co);
   uint4* wb = buf[warp];
   issue_window<T>(wb, static_cast<const T*>(p.x) + b * p.x_stride_b + ci * p.x_stride_c,
                   jw * S - Cfg::kHalo * VE, p.in_length, Cfg::kWarpUnits, lane, 32);
@@ -190,8 +189,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS) 
   const int64_t jw = lt * Cfg::kTile + warp * Cfg::kWarpOut;
   if (jw >= p.out_length) return;
   divmod(row, p.out_channels, b, co);
-  const int64_t mult = p.out_channels / p.in_channels;
-  const int64_t ci = mult == 1 ? co : co / mult;
+  const int64_t ci = depthwise_in_channel(p, co);
   issue_window<T>(buf[warp], static_cast<const T*>(p.x) + b * p.x_stride_b + ci * p.x_stride_c,
                   jw - Cfg::kHalo * VE, p.in_length, Cfg::kUnits, lane, 32);
   cp_async_commit();

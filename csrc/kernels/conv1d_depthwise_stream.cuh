@@ -262,8 +262,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   const int ub = static_cast<int>(seg) * kBlockUnits;  // the block's first unit
   if (ub + (threadIdx.x & ~31) >= n_units) return;     // the whole warp is past the row
   divmod(row, p.out_channels, b, co);
-  const int64_t mult = p.out_channels / p.in_channels;
-  const int64_t ci = mult == 1 ? co : co / mult;
+  const int64_t ci = depthwise_in_channel(p, co);
   const T* xrow = static_cast<const T*>(p.x) + b * p.x_stride_b + ci * p.x_stride_c;
   const int64_t y_off = b * p.y_stride_b + co * p.y_stride_c;
   // Unguarded: the threads' own loads and the stores (halo loads at warp edges are always guarded).
