@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -404,6 +405,86 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
   return g4.transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
 }
 
+// CONVKIT_GI_UNIFIED=1 (an experiment, read once): the dense grad-input at stride S > 1 as ONE forward
+// convolution of dy instead of one per phase. Phase rho's tap k reads dy at offset
+// o = (rho + P - k*D) / S from its output m (see grad_input_phases); with o_min / o_max over all phases'
+// taps, output channel rho * Cin + ci of a convolution with K' = o_max - o_min + 1 taps (dilation 1,
+// stride 1) and weight W'[rho * Cin + ci, co, o - o_min] = w[co, ci, k] (zero where a phase has no tap)
+// computes every phase: dy is read once instead of S times, for K' / (taps per phase) times the MMAs
+// (kb76: S 3, D 4: offsets 0, -1, -2, one tap per phase, K' 3). Its output (B, S * Cin, lq) is the
+// (B, S, Cin, lq) phase buffer the interleave reads. Only groups == 1, only where the same kernel as
+// the phases runs it, K' <= 8 and at most 3x the MMAs.
+bool gi_unified() {
+  static const bool on = env_equals("CONVKIT_GI_UNIFIED", "1");
+  return on;
+}
+
+struct UnifiedGradInput {
+  LaunchFn launch = nullptr;  // nullptr: the phases run one by one
+  int64_t o_min = 0, taps = 0, shift = 0, pad = 0;
+};
+
+Conv1dParams unified_grad_input_params(const Conv1dParams& p, const UnifiedGradInput& u, int64_t lq) {
+  Conv1dParams q = p;
+  q.in_channels = p.out_channels;
+  q.out_channels = p.stride * p.in_channels;
+  q.groups = 1;
+  q.in_length = p.out_length - u.shift;
+  q.out_length = lq;
+  q.kernel_size = u.taps;
+  q.stride = 1;
+  q.dilation = 1;
+  q.pad_left = u.pad;
+  q.bias = nullptr;
+  q.activation = kActNone;
+  return q;
+}
+
+UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases,
+                                    const Choice& gi) {
+  UnifiedGradInput u;
+  if (p.stride < 2 || p.groups != 1) return u;
+  int64_t o_min = 0, o_max = 0, n_min = -1;
+  bool any = false;
+  for (const GradInputPhase& ph : phases) {
+    const int64_t n = static_cast<int64_t>(ph.taps.size());
+    n_min = n_min < 0 ? n : std::min(n_min, n);
+    for (const int64_t k : ph.taps) {
+      const int64_t o = (ph.rho + p.pad_left - k * p.dilation) / p.stride;  // exact: k is a tap of rho
+      o_min = any ? std::min(o_min, o) : o;
+      o_max = any ? std::max(o_max, o) : o;
+      any = true;
+    }
+  }
+  if (!any) return u;
+  const int64_t taps = o_max - o_min + 1;
+  if (taps > 8 || taps > 3 * std::max<int64_t>(n_min, 1)) return u;
+  UnifiedGradInput c;
+  c.o_min = o_min;
+  c.taps = taps;
+  c.shift = o_min > 0 ? o_min : 0;
+  c.pad = o_min < 0 ? -o_min : 0;
+  if (p.out_length - c.shift < 1) return u;
+  const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
+  const Choice k = choose_dense_forward(unified_grad_input_params(p, c, lq), "conv1d_bwd_input", false);
+  if (k.launch == nullptr || k.launch != gi.launch) return u;
+  c.launch = k.launch;
+  return c;
+}
+
+// W' of unified_grad_input: (S * Cin, Cout, K'), tap-major storage when the kernel stages weights.
+at::Tensor unified_weight(const at::Tensor& w, const Conv1dParams& p, const std::vector<GradInputPhase>& phases,
+                          const UnifiedGradInput& u, bool tap_major) {
+  const int64_t cout = w.size(0), cin = w.size(1);
+  at::Tensor wt = at::zeros({p.stride * cin, cout, u.taps}, w.options());
+  for (const GradInputPhase& ph : phases)
+    for (const int64_t k : ph.taps) {
+      const int64_t o = (ph.rho + p.pad_left - k * p.dilation) / p.stride;
+      wt.narrow(0, ph.rho * cin, cin).select(2, o - u.o_min).copy_(w.select(2, k).t());
+    }
+  return tap_major ? tap_major_weight(wt) : wt;
+}
+
 // Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16, the fp32 tile kernel
 // (TF32 or IEEE, as the forward) for fp32; launch == nullptr: the generic kernel.
 struct WeightGradChoice {
@@ -615,30 +696,47 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     // fwd+bwd 60.8 -> 47.6 ms); CONVKIT_GI_PHASE_BUFFER=0 writes dx directly.
     const bool buffered = p.stride > 1 && gi_phase_buffer();
     const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
-    const at::Tensor buf = buffered ? at::empty({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
-    for (const GradInputPhase& ph : phases) {
-      at::Tensor dx_phase = buffered ? buf[ph.rho].narrow(2, 0, ph.len) : dx.slice(2, ph.rho, p.in_length, p.stride);
-      if (ph.taps.empty()) {
-        dx_phase.zero_();
-        continue;
-      }
-      Conv1dParams q = grad_input_phase_params(p, ph);
+    // phases4: the phase outputs as a (B, S, Cin, lq) view, to be interleaved into dx
+    at::Tensor phases4;
+    const UnifiedGradInput u = buffered && gi_unified() ? unified_grad_input(p, phases, gi) : UnifiedGradInput{};
+    if (u.launch != nullptr) {
+      Conv1dParams q = unified_grad_input_params(p, u, lq);
       set_x(q, dy);
-      q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
-      const bool tap_major = wants_tap_major_weight(gi, q);
-      const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
+      q.x = static_cast<char*>(q.x) + u.shift * dy.stride(2) * dy.element_size();
+      const at::Tensor wt = unified_weight(w, p, phases, u, wants_tap_major_weight(gi, q));
       set_w(q, wt);
-      set_y(q, dx_phase);
+      const at::Tensor ubuf = at::empty({p.batch, p.stride * p.in_channels, lq}, dx.options());
+      set_y(q, ubuf);
       check_launch(gi.launch(q, current_stream()), gi.name);
+      phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
+    } else {
+      const at::Tensor buf = buffered ? at::empty({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
+      for (const GradInputPhase& ph : phases) {
+        at::Tensor dx_phase = buffered ? buf[ph.rho].narrow(2, 0, ph.len) : dx.slice(2, ph.rho, p.in_length, p.stride);
+        if (ph.taps.empty()) {
+          dx_phase.zero_();
+          continue;
+        }
+        Conv1dParams q = grad_input_phase_params(p, ph);
+        set_x(q, dy);
+        q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
+        const bool tap_major = wants_tap_major_weight(gi, q);
+        const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
+        set_w(q, wt);
+        set_y(q, dx_phase);
+        check_launch(gi.launch(q, current_stream()), gi.name);
+      }
+      if (buffered) phases4 = buf.permute({1, 0, 2, 3});
     }
     if (buffered && gi_interleave_kernel()) {
-      const InterleaveParams iq{p.batch, p.in_channels, p.in_length, lq, dx.stride(0), dx.stride(1), dx.stride(2),
-                                static_cast<int>(p.stride), p.num_sms};
-      check_launch(launch_interleave_phases(buf.data_ptr(), dx.data_ptr(), iq, static_cast<int>(dx.element_size()),
-                                            current_stream()),
+      const InterleaveParams iq{p.batch,           p.in_channels,     p.in_length,       lq,
+                                phases4.stride(0), phases4.stride(1), phases4.stride(2), dx.stride(0),
+                                dx.stride(1),      dx.stride(2),      static_cast<int>(p.stride), p.num_sms};
+      check_launch(launch_interleave_phases(phases4.data_ptr(), dx.data_ptr(), iq,
+                                            static_cast<int>(dx.element_size()), current_stream()),
                    "conv1d_bwd_input_interleave");
-    } else if (buffered) {  // dx[b, c, m*S + rho] = buf[rho, b, c, m]
-      const at::Tensor inter = buf.permute({1, 2, 3, 0});
+    } else if (buffered) {  // dx[b, c, m*S + rho] = phases4[b, rho, c, m]
+      const at::Tensor inter = phases4.permute({0, 2, 3, 1});
       if (dx.is_contiguous() && p.in_length == lq * p.stride) {
         dx.view({p.batch, p.in_channels, lq, p.stride}).copy_(inter);
       } else {

@@ -825,18 +825,22 @@ def test_dense_forward_without_cp_async_ring():
 
 
 # CONVKIT_GI_INTERLEAVE=kernel (read once per process): the dense grad-input's stride phases are
-# interleaved into dx by convkit's kernel instead of torch's strided copy. Strided cases of every dtype
+# interleaved into dx by convkit's kernel instead of torch's strided copy. CONVKIT_GI_UNIFIED=1: the
+# phases run as one convolution of dy (groups == 1, where the phases' kernel runs it: here every case
+# but the grouped and narrow_out ones, which keep one launch per phase). Strided cases of every dtype
 # whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
 # fp64: 2-, 4- and 8-byte elements), odd lengths, a (B, L, C) view of x (dx is allocated contiguous
 # for these calls all the same, so the kernel's strided-dx branch is not reached).
 INTERLEAVE_SCRIPT = r"""
-import sys, torch, convkit
+import os, sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 from convkit.functional import resolve_padding
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = False
+kernel = os.environ.get("CONVKIT_GI_INTERLEAVE") == "kernel"
+unified = os.environ.get("CONVKIT_GI_UNIFIED") == "1"
 cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
     ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1), ("s2_d2_groups", 2, 16, 24, 3, 301, 2, 3, 2, 2),
@@ -856,18 +860,23 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             y.backward(dy)
             torch.cuda.synchronize()
-        names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        assert any("interleave_phases_kernel" in n for n in names), (name, dtype, sorted(names))
+        events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert any("interleave_phases_kernel" in n for n in events) == kernel, (name, dtype, events)
+        gi_launches = sum(("conv1d_fwd_dense_mma_kernel" in n or "conv1d_fwd_dense_f32_kernel" in n) for n in events)
+        if unified and G == 1 and "narrow_out" not in name:
+            assert gi_launches == 1, (name, dtype, events)
         pl, pr = resolve_padding(P, K, S, D)
         dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G)[1]
         assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype}")
-print("interleave kernel cases passed")
+print("strided grad-input cases passed")
 """
 
 
-def test_dense_grad_input_interleave_kernel():
-    run_child_script(INTERLEAVE_SCRIPT, "interleave kernel cases passed", CONVKIT_GI_INTERLEAVE="kernel",
-                     CONVKIT_POISON_OUTPUTS="1")
+@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE="kernel"), dict(CONVKIT_GI_UNIFIED="1"),
+                                 dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="kernel")],
+                         ids=["interleave_kernel", "unified", "unified_interleave_kernel"])
+def test_dense_grad_input_strided_switches(env):
+    run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 
 
 # CONVKIT_WGRAD_CHUNK=32 (read once per process): the tensor-core grad-weight reduces 32 outputs per

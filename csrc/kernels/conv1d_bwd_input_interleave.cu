@@ -3,6 +3,8 @@
 //
 //   dx[b, c, i] = buf[i % S, b, c, i / S]          0 <= i < Lin
 //
+// (or, from the one-launch grad-input of CONVKIT_GI_UNIFIED=1, buf (B, S, C, Lq): buf[b, i % S, c, i / S];
+// the buffer's strides are parameters).
 // torch's strided copy did it (buf.permute(1, 2, 3, 0) into dx viewed as (B, C, Lq, S)). kb76's bf16
 // fwd+bwd kernel times show four copy launches (1.25 + 1.95 + 1.25 + 1.95 ms) after the grad-input
 // phases: most likely that copy, split for 32-bit indexing (buf has more than 2^31 elements), i.e.
@@ -28,18 +30,17 @@ __global__ void __launch_bounds__(kThreads) interleave_phases_kernel(const E* __
                                                                       InterleaveParams q) {
   const int64_t runs = ceil_div(q.in_length, int64_t{kRun});
   const int64_t total = q.batch * q.channels * runs;
-  const int64_t plane = q.batch * q.channels * q.lq;  // elements of one phase in buf
   for (int64_t t = int64_t{blockIdx.x} * kThreads + threadIdx.x; t < total; t += int64_t{gridDim.x} * kThreads) {
     const int64_t row = t / runs;  // b * C + c
     const int64_t i0 = (t - row * runs) * kRun;
     const int64_t b = row / q.channels, c = row - b * q.channels;
-    const E* src = buf + row * q.lq;
+    const E* src = buf + b * q.buf_stride_b + c * q.buf_stride_c;
     int64_t m = i0 / q.stride;
     int rho = static_cast<int>(i0 - m * q.stride);
     E v[kRun];
 #pragma unroll
     for (int e = 0; e < kRun; ++e) {
-      v[e] = i0 + e < q.in_length ? src[rho * plane + m] : E(0);
+      v[e] = i0 + e < q.in_length ? src[rho * q.buf_stride_rho + m] : E(0);
       if (++rho == q.stride) {
         rho = 0;
         ++m;

@@ -67,11 +67,13 @@ bool conv1d_bwd_weight_dense_mma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_mma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream_t stream);
 
-// The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[i % S, b, c, i / S] for a
-// contiguous buf (S, B, C, lq), any dx strides, elements of 2, 4 or 8 bytes
+// The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[b, i % S, c, i / S] for a buf
+// with strides (buf_stride_b, buf_stride_rho, buf_stride_c, 1) (the phase launches' (S, B, C, lq) or the
+// one-launch (B, S, C, lq) layout), any dx strides, elements of 2, 4 or 8 bytes
 // (kernels/conv1d_bwd_input_interleave.cu; dispatch.cpp, CONVKIT_GI_INTERLEAVE=kernel).
 struct InterleaveParams {
   int64_t batch, channels, in_length, lq;
+  int64_t buf_stride_b, buf_stride_rho, buf_stride_c;
   int64_t dx_stride_b, dx_stride_c, dx_stride_l;
   int stride, num_sms;
 };
