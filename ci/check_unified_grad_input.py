@@ -16,8 +16,7 @@ def unified(x, w, dy, S, P, D):
         for k in taps: assert (rho + P - k * D) % S == 0
     if not offs: return None
     omin, omax = min(offs), max(offs); Kp = omax - omin + 1
-    n_min = min(len(t) for _, t in ph)
-    if Kp > 8 or Kp > 3 * max(n_min, 1): return None
+    if Kp > 8 or S * Kp > 3 * sum(len(t) for _, t in ph): return None
     shift, pad = max(omin, 0), max(-omin, 0)
     lq = (Lin + S - 1) // S
     if Lout - shift < 1: return None

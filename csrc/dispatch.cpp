@@ -413,7 +413,7 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
 // computes every phase: dy is read once instead of S times, for K' / (taps per phase) times the MMAs
 // (kb76: S 3, D 4: offsets 0, -1, -2, one tap per phase, K' 3). Its output (B, S * Cin, lq) is the
 // (B, S, Cin, lq) phase buffer the interleave reads. Only groups == 1, only where the same kernel as
-// the phases runs it, K' <= 8 and at most 3x the MMAs.
+// the phases runs it, K' <= 8 and at most 3x the phases' MMAs (S * K' against their taps in all).
 bool gi_unified() {
   static const bool on = env_equals("CONVKIT_GI_UNIFIED", "1");
   return on;
@@ -444,11 +444,10 @@ UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<Gra
                                     const Choice& gi) {
   UnifiedGradInput u;
   if (p.stride < 2 || p.groups != 1) return u;
-  int64_t o_min = 0, o_max = 0, n_min = -1;
+  int64_t o_min = 0, o_max = 0, n_taps = 0;
   bool any = false;
   for (const GradInputPhase& ph : phases) {
-    const int64_t n = static_cast<int64_t>(ph.taps.size());
-    n_min = n_min < 0 ? n : std::min(n_min, n);
+    n_taps += static_cast<int64_t>(ph.taps.size());
     for (const int64_t k : ph.taps) {
       const int64_t o = (ph.rho + p.pad_left - k * p.dilation) / p.stride;  // exact: k is a tap of rho
       o_min = any ? std::min(o_min, o) : o;
@@ -458,7 +457,7 @@ UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<Gra
   }
   if (!any) return u;
   const int64_t taps = o_max - o_min + 1;
-  if (taps > 8 || taps > 3 * std::max<int64_t>(n_min, 1)) return u;
+  if (taps > 8 || p.stride * taps > 3 * n_taps) return u;
   UnifiedGradInput c;
   c.o_min = o_min;
   c.taps = taps;
@@ -705,12 +704,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       q.x = static_cast<char*>(q.x) + u.shift * dy.stride(2) * dy.element_size();
       const at::Tensor wt = unified_weight(w, p, phases, u, wants_tap_major_weight(gi, q));
       set_w(q, wt);
-      const at::Tensor ubuf = at::empty({p.batch, p.stride * p.in_channels, lq}, dx.options());
+      const at::Tensor ubuf = new_output({p.batch, p.stride * p.in_channels, lq}, dx.options());
       set_y(q, ubuf);
       check_launch(gi.launch(q, current_stream()), gi.name);
       phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
     } else {
-      const at::Tensor buf = buffered ? at::empty({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
+      const at::Tensor buf = buffered ? new_output({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
       for (const GradInputPhase& ph : phases) {
         at::Tensor dx_phase = buffered ? buf[ph.rho].narrow(2, 0, ph.len) : dx.slice(2, ph.rho, p.in_length, p.stride);
         if (ph.taps.empty()) {
