@@ -129,6 +129,11 @@ void set_x(Conv1dParams& p, const at::Tensor& x) {
   p.x_stride_c = x.stride(1);
   p.x_stride_l = x.stride(2);
 }
+// x = t from its element `shift` along L on (the grad-input's dy, moved right instead of a negative padding).
+void set_x_shifted(Conv1dParams& p, const at::Tensor& t, int64_t shift) {
+  set_x(p, t);
+  p.x = static_cast<char*>(p.x) + shift * t.stride(2) * t.element_size();
+}
 void set_w(Conv1dParams& p, const at::Tensor& w) {
   p.w = const_cast<void*>(w.data_ptr());
   p.w_stride_o = w.stride(0);
@@ -329,6 +334,12 @@ struct GradInputPhase {
   int64_t dil, pad, shift, len;  // dilation, left padding, dy elements skipped, outputs m
 };
 
+// The dy offset (from output m of phase rho) that weight tap k of phase rho reads; exact for a tap of
+// that phase, (rho + P - k*D) % S == 0.
+int64_t phase_tap_offset(const Conv1dParams& p, int64_t rho, int64_t k) {
+  return (rho + p.pad_left - k * p.dilation) / p.stride;
+}
+
 std::vector<GradInputPhase> grad_input_phases(const Conv1dParams& p) {
   std::vector<GradInputPhase> out;
   const int64_t S = p.stride, D = p.dilation, P = p.pad_left, K = p.kernel_size;
@@ -339,7 +350,7 @@ std::vector<GradInputPhase> grad_input_phases(const Conv1dParams& p) {
     for (int64_t k = K - 1; k >= 0; --k)
       if (((rho + P - k * D) % S + S) % S == 0) ph.taps.push_back(k);
     if (!ph.taps.empty()) {
-      const int64_t first = (rho + P - ph.taps.front() * D) / S;  // the offset of kernel tap 0 (weight tap k_last)
+      const int64_t first = phase_tap_offset(p, rho, ph.taps.front());  // kernel tap 0 (weight tap k_last)
       ph.pad = first < 0 ? -first : 0;
       ph.shift = first > 0 ? first : 0;
     }
@@ -441,7 +452,7 @@ Conv1dParams unified_grad_input_params(const Conv1dParams& p, const UnifiedGradI
 }
 
 UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases,
-                                    const Choice& gi) {
+                                    const Choice& gi, int64_t lq) {
   UnifiedGradInput u;
   if (p.stride < 2 || p.groups != 1) return u;
   int64_t o_min = 0, o_max = 0, n_taps = 0;
@@ -449,7 +460,7 @@ UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<Gra
   for (const GradInputPhase& ph : phases) {
     n_taps += static_cast<int64_t>(ph.taps.size());
     for (const int64_t k : ph.taps) {
-      const int64_t o = (ph.rho + p.pad_left - k * p.dilation) / p.stride;  // exact: k is a tap of rho
+      const int64_t o = phase_tap_offset(p, ph.rho, k);
       o_min = any ? std::min(o_min, o) : o;
       o_max = any ? std::max(o_max, o) : o;
       any = true;
@@ -464,7 +475,6 @@ UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<Gra
   c.shift = o_min > 0 ? o_min : 0;
   c.pad = o_min < 0 ? -o_min : 0;
   if (p.out_length - c.shift < 1) return u;
-  const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
   const Choice k = choose_dense_forward(unified_grad_input_params(p, c, lq), "conv1d_bwd_input", false);
   if (k.launch == nullptr || k.launch != gi.launch) return u;
   c.launch = k.launch;
@@ -478,8 +488,7 @@ at::Tensor unified_weight(const at::Tensor& w, const Conv1dParams& p, const std:
   at::Tensor wt = at::zeros({p.stride * cin, cout, u.taps}, w.options());
   for (const GradInputPhase& ph : phases)
     for (const int64_t k : ph.taps) {
-      const int64_t o = (ph.rho + p.pad_left - k * p.dilation) / p.stride;
-      wt.narrow(0, ph.rho * cin, cin).select(2, o - u.o_min).copy_(w.select(2, k).t());
+      wt.narrow(0, ph.rho * cin, cin).select(2, phase_tap_offset(p, ph.rho, k) - u.o_min).copy_(w.select(2, k).t());
     }
   return tap_major ? tap_major_weight(wt) : wt;
 }
@@ -697,11 +706,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
     // phases4: the phase outputs as a (B, S, Cin, lq) view, to be interleaved into dx
     at::Tensor phases4;
-    const UnifiedGradInput u = buffered && gi_unified() ? unified_grad_input(p, phases, gi) : UnifiedGradInput{};
+    const UnifiedGradInput u = buffered && gi_unified() ? unified_grad_input(p, phases, gi, lq) : UnifiedGradInput{};
     if (u.launch != nullptr) {
       Conv1dParams q = unified_grad_input_params(p, u, lq);
-      set_x(q, dy);
-      q.x = static_cast<char*>(q.x) + u.shift * dy.stride(2) * dy.element_size();
+      set_x_shifted(q, dy, u.shift);
       const at::Tensor wt = unified_weight(w, p, phases, u, wants_tap_major_weight(gi, q));
       set_w(q, wt);
       const at::Tensor ubuf = new_output({p.batch, p.stride * p.in_channels, lq}, dx.options());
@@ -717,8 +725,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
           continue;
         }
         Conv1dParams q = grad_input_phase_params(p, ph);
-        set_x(q, dy);
-        q.x = static_cast<char*>(q.x) + ph.shift * dy.stride(2) * dy.element_size();
+        set_x_shifted(q, dy, ph.shift);
         const bool tap_major = wants_tap_major_weight(gi, q);
         const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
         set_w(q, wt);

@@ -8,9 +8,9 @@
 // torch's strided copy did it (buf.permute(1, 2, 3, 0) into dx viewed as (B, C, Lq, S)). kb76's bf16
 // fwd+bwd kernel times show four copy launches (1.25 + 1.95 + 1.25 + 1.95 ms) after the grad-input
 // phases: most likely that copy, split for 32-bit indexing (buf has more than 2^31 elements), i.e.
-// 8.6 GB read + written at ~1.3 TB/s (not yet confirmed by a trace). Here a thread builds 8 consecutive dx elements from
-// the S phase rows (neighbouring threads read neighbouring phase elements, so the loads coalesce through
-// L1) and writes them with 16-byte stores where dx's row allows. Any element size (2, 4, 8 bytes: the
+// 8.6 GB read + written at ~1.3 TB/s (not yet confirmed by a trace). Here a thread builds 8 consecutive
+// dx elements from the S phase rows (neighbouring threads read neighbouring phase elements, so the loads
+// coalesce through L1) and writes them with 16-byte stores where dx's row allows. Any element size (2, 4, 8 bytes: the
 // grad-input runs this path for every dtype), any dx strides. Opt-in with CONVKIT_GI_INTERLEAVE=kernel
 // (dispatch.cpp; not yet run on a GPU).
 #include <cstdint>

@@ -215,8 +215,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     int64_t pos, c_loc0, row0;
     x_origin(tc, chunk, pos, c_loc0, row0);
     unsigned char* dst = smem + q.raw_off + slot * q.raw_bytes + raw_thread;
-    // pos is a multiple of 8 and rows are 16-byte aligned: a chunk is before the row, inside it, cut
-    // by its end (the valid prefix is copied) or after it; cp.async zero-fills what it does not copy.
+    // pos is a multiple of 8 and rows are 16-byte (or 4-byte: ring_unit) aligned: a chunk is before the
+    // row, inside it, cut by its end (the valid prefix is copied) or after it; cp.async zero-fills what
+    // it does not copy.
     const int64_t valid = pos < 0 ? 0 : max(int64_t{0}, min(int64_t{8}, p.in_length - pos));
     if (q.ring_unit == 16) {
 #pragma unroll
