@@ -226,7 +226,8 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 
 // Variants (see launch_fwd / launch_bwd): fwd 0 staged, 1 pipelined, 2 + interleaved runs,
 // 3 + grid-stride tile order, 4 both, 5 warp-coalesced stores, 6 + grid-stride, 7 direct, 8 Toeplitz
-// on tensor cores (16-bit, stride 1), 9 streaming, 10 Toeplitz with a per-warp cp.async ring; bwd 0 staged,
+// on tensor cores (16-bit, stride 1), 9 streaming, 10 Toeplitz with a per-warp cp.async ring, 11 Hankel
+// (the window as the A operand, stride 1); bwd 0 staged,
 // 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming, 5 Toeplitz (16-bit, stride 1; else 1),
 // 6 Toeplitz with a per-warp ring (else 5). Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
@@ -243,6 +244,9 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
     run<T, K, S, D, 8, 8, 5>(c, tn, sms);
     run<T, K, S, D, 16, 10, 6>(c, tn, sms);
     run<T, K, S, D, 8, 10, 6>(c, tn, sms);
+    run<T, K, S, D, 16, 11, 6>(c, tn, sms);  // Hankel forward (data as the A operand)
+    run<T, K, S, D, 8, 11, 6>(c, tn, sms);
+    run<T, K, S, D, 32, 11, 6>(c, tn, sms);
   } else {
     run<T, K, S, D, 16, 6, 1>(c, tn, sms);
   }

@@ -405,6 +405,51 @@ def test_depthwise_toeplitz_ring_backward(length, poison_outputs):
     assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n for n in names), sorted(names)
 
 
+# CONVKIT_DW_HANKEL_FWD=1 (read once per process) runs the 16-bit K >= 15 forward on the Hankel kernel
+# (forward variant 11: the window as the mma A operand, W in registers, 8-byte stores straight from the
+# accumulators). Paddings cover the window offsets e = -P mod 8: 0, 1, 2 (causal), 5, 6 and 7 (four W blocks at K 31);
+# lengths: part of a 512-output chunk, whole chunks, chunks and a part; y rows 16-, 8- and 4-byte aligned
+# (L 2048 with P 15 / 1 / 0); a channel multiplier; activations; and many rows, so that a warp's run of
+# chunks crosses rows and channels (W rebuilt).
+HANKEL_FWD_SCRIPT = r"""
+import sys, torch, convkit
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+entries = convkit.spec_entries()
+cases = [  # B, C, multiplier, K, L, padding, activation
+    (2, 5, 1, 31, 640, 15, None), (2, 5, 1, 31, 2048, 15, "silu"), (2, 3, 1, 31, 4096 + 64, 15, None),
+    (2, 5, 1, 31, 2048, 1, None), (2, 5, 1, 31, 2048, 0, "gelu"), (1, 4, 1, 31, 1000, 3, None),
+    (2, 4, 1, 31, 1000, "causal", "relu"), (2, 3, 2, 31, 1536, 15, None), (2, 2048, 1, 31, 640, 15, None),
+    (2, 5, 1, 15, 2048, 7, None), (2, 5, 1, 15, 776, "causal", "silu"), (2, 5, 1, 15, 4096, 2, None),
+    (1, 3, 1, 15, 24, 7, None)]
+ran = set()
+for dtype in (torch.bfloat16, torch.float16):
+    for B, C, m, K, L, P, act in cases:
+        if ("depthwise", K, 1, 1) not in entries:
+            continue
+        x = torch.randn(B, C, L, device="cuda").to(dtype)
+        w = (torch.randn(C * m, 1, K, device="cuda") / K ** 0.5).to(dtype)
+        b = torch.randn(C * m, device="cuda").to(dtype)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y = convkit.conv1d(x, w, b, padding=P, groups=C, activation=act)
+            torch.cuda.synchronize()
+        ran |= {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        pl, pr = resolve_padding(P, K, 1, 1)
+        y_ref = reference(x, w, b, torch.zeros_like(y), 1, pl, pr, 1, C, act)[0]
+        assert_close(y, y_ref, dtype, f"forward {dtype} {(B, C, m, K, L, P, act)}")
+assert any("conv1d_fwd_dw_hankel_kernel" in n for n in ran), sorted(ran)
+print("hankel forward cases passed")
+"""
+
+
+def test_depthwise_hankel_forward():
+    run_child_script(HANKEL_FWD_SCRIPT, "hankel forward cases passed", CONVKIT_DW_HANKEL_FWD="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 @pytest.mark.parametrize("needs", ["input", "weight"])
 def test_depthwise_toeplitz_backward_one_gradient(needs):
     """Only grad-input, or only grad-weight / grad-bias, requested of the Toeplitz backward."""

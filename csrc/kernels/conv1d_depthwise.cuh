@@ -560,6 +560,14 @@ template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total, 
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
 }
 
+// CONVKIT_DW_HANKEL_FWD=1 (an experiment, read once per process): the 16-bit long-kernel forward (variant 8)
+// runs the Hankel kernel (variant 11, conv1d_depthwise_direct.cuh) instead, so the tests can run it
+// before the micro-benchmark has picked it.
+inline bool hankel_forward_switch() {
+  static const bool on = env_equals("CONVKIT_DW_HANKEL_FWD", "1");
+  return on;
+}
+
 // A grid-stride loop wants every block resident at once (a block that starts late finishes late):
 // as many blocks as fit on the GPU, or fewer when there are fewer tiles.
 template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, int64_t smem, int num_sms) {
@@ -579,6 +587,14 @@ template <typename T, int K, int S, int D, int V, int kVariant>
 cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
   if (tiles == 0) return cudaSuccess;
+  if constexpr ((kVariant == 8 || kVariant == 11) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2 && V % 8 == 0) {
+    if ((kVariant == 11 || hankel_forward_switch()) && fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
+      auto kernel = conv1d_fwd_dw_hankel_kernel<T, K, D, V, 3>;
+      const int64_t chunks = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V);
+      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
+  }
   if constexpr (kVariant == 8 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
     if (fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype && n > 0) {
@@ -605,7 +621,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       return cudaGetLastError();
     }
   }
-  if constexpr (kVariant >= 7 && kVariant != 9 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {  // (7, 8, 10)
+  if constexpr (kVariant >= 7 && kVariant != 9 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {  // (7, 8, 10, 11)
     const int64_t n = direct_tiles(p.batch * p.out_channels, p.out_length, V);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       conv1d_fwd_dw_direct_kernel<T, K, S, D, V><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(p);
@@ -619,7 +635,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
       // warp-coalesced stores, in contiguous (5) or grid-stride (6) tile order.
-      // (7, 8, 10: the direct / Toeplitz kernels above where they fit, else this with variant 1's choices.)
+      // (7, 8, 10, 11: the direct / Toeplitz / Hankel kernels above where they fit, else this with variant 1's choices.)
       constexpr int kV = kVariant >= 7 ? 1 : kVariant;
       constexpr bool kCoalesce = kV >= 5;
       constexpr bool kInterleave = !kCoalesce && ((kV - 1) & 1) != 0;

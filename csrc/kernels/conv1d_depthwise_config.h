@@ -7,7 +7,8 @@
 //             stores, 6 the same in grid-stride order, 7 direct (one block per tile,
 //             conv1d_depthwise_direct.cuh), 8 Toeplitz on tensor cores (16-bit, stride 1),
 //             9 streaming (conv1d_depthwise_stream.cuh, stride 1 or 2), 10 Toeplitz with a cp.async
-//             ring per warp (persistent warps; 16-bit, stride 1);
+//             ring per warp (persistent warps; 16-bit, stride 1), 11 Hankel (the window as the mma A
+//             operand, weights in registers; persistent warps with a ring; 16-bit, stride 1);
 //             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
 //             4 streaming (stride 1 or 2), 5 Toeplitz on tensor cores (16-bit, stride 1; else 1),
 //             6 Toeplitz with a cp.async ring per warp (persistent warps; needs B*C >= 64 * SMs; else 5)
@@ -58,4 +59,10 @@
 #endif
 #ifndef CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS
 #define CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS 1
+#endif
+// ... and the Hankel forward (variant 11): uncapped, ptxas takes 135-164 registers for K 31 (the
+// compiler's choice, not the kernel's need); capped at 85 (6 blocks) it takes 74-77 without spills,
+// while the 128-register cap (4 blocks) spills. Not yet measured on the GPU.
+#ifndef CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS
+#define CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS 6
 #endif

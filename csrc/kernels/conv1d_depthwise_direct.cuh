@@ -275,6 +275,205 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS)
   cp_async_wait<0>();
 }
 
+// Forward on tensor cores with the data as the MMA's A operand (16-bit, stride 1; forward variant 11).
+// Variants 8 / 10 put the weights' Toeplitz matrix in A, read the window as B with 32-bit shared loads
+// and stage the outputs in shared memory for 16-byte stores: 63 instructions per HMMA on conformer K31
+// bf16 (ncu, session 9), issue-bound at ~41 % of the byte floor. Here the roles swap. For 256
+// consecutive outputs j0 + 16i + o (i, o < 16) of a row,
+//   y[j0 + 16i + o] = sum_t A[i][t] * W[t][o],   A[i][t] = xs[16i + t],
+//   W[t][o] = w[k] where t = o + e + k*D (0 <= k < K), else 0,
+// with xs the window staged from the 16-byte aligned position j0 - P - e, e = -P mod 8. A row of A is
+// 16 consecutive window elements, so one ldmatrix.x4 loads a whole 16 x 16 A fragment; W (kSteps
+// 16-deep blocks, two halves of 8 columns) stays in registers while a warp works on one channel.
+// Column n of half h is output o = 4*(n/2) + 2h + n%2, so a thread's accumulators are four consecutive
+// outputs per row of C and the epilogue writes 8 bytes per thread straight to global memory (one store
+// instruction of a warp covers 256 contiguous bytes), without staging. Window slot u (16 bytes) is
+// stored at u ^ ((u >> 3) & 1) (issue_window<T, true>): the 8 rows one ldmatrix phase reads are slots
+// 2i + c, 32 bytes apart, which unswizzled hit each bank twice.
+// The products are exact in fp32, as in the FMA kernels; the sums run in another order. An Inf/NaN input
+// reaches (through zero coefficients) every output of the 16-output blocks whose A rows hold it, not
+// only those whose taps touch it. Weights must be of the input's dtype (fp32 weights take the FMA kernels).
+template <int K, int D, int V>
+struct HankelCfg {
+  static constexpr int KD = (K - 1) * D;
+  static constexpr int kSteps = (16 + 7 + KD + 15) / 16;  // 16-deep blocks of W, enough for any e < 8
+  static constexpr int kChunk = 32 * V;                   // outputs per warp and ring slot
+  static constexpr int kGroups = kChunk / 256;
+  // ldmatrix reads slots up to 32 * (kGroups - 1) + 31 + 2 * (kSteps - 1); an even count keeps the
+  // swizzle (which swaps slot pairs) inside the window.
+  static constexpr int kUnits = 2 * (kChunk / 16 - 1 + kSteps);
+  static_assert(kChunk % 256 == 0, "whole 256-output groups per warp");
+};
+
+// The W fragments of channel c (mma B operand: b[s][h][r] holds rows 16s + 2q + 8r, +1 of column
+// g = lane / 4 of half h, q = lane % 4). kReverse: the taps in reverse order (a grad-input).
+// Lane k loads tap k and the fragments gather them by shuffles (scalar loads per fragment element kept
+// 32 addresses live: ~150 registers).
+template <int K, int D, int kSteps, bool kReverse>
+__device__ __forceinline__ void hankel_w(uint32_t (&b)[kSteps][2][2], const Conv1dParams& p, int64_t c, int e) {
+  static_assert(K <= 32, "a lane per tap");
+  constexpr int KD = (K - 1) * D;
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const unsigned short* wbits = static_cast<const unsigned short*>(p.w) + c * p.w_stride_o;
+  const uint32_t mine = lane < K ? __ldg(wbits + (kReverse ? K - 1 - lane : lane) * p.w_stride_k) : 0u;
+  auto tap = [&](int t, int o) -> uint32_t {
+    const int d = t - o - e;
+    const bool hit = d >= 0 && d <= KD && d % D == 0;
+    const uint32_t v = __shfl_sync(0xffffffffu, mine, hit ? d / D : 0);
+    return hit ? v : 0u;
+  };
+  const int o0 = 4 * (g / 2) + g % 2;  // output of column g, half 0 (half 1: + 2)
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int t = 16 * s + 2 * q + 8 * r;
+        b[s][h][r] = tap(t, o0 + 2 * h) | (tap(t + 1, o0 + 2 * h) << 16);
+      }
+}
+
+// Four consecutive 16-bit values (lo: elements 0, 1; hi: 2, 3) to row[j..j+3] (element stride `stride`),
+// those below len: one 8-byte store where the row allows it.
+__device__ __forceinline__ void store4_16bit(unsigned short* row, int64_t stride, int64_t j, int64_t len, uint32_t lo,
+                                             uint32_t hi) {
+  if (stride == 1 && j + 4 <= len) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(row + j);
+    if ((a & 7) == 0) {
+      *reinterpret_cast<uint2*>(row + j) = make_uint2(lo, hi);
+      return;
+    }
+    if ((a & 3) == 0) {
+      reinterpret_cast<uint32_t*>(row + j)[0] = lo;
+      reinterpret_cast<uint32_t*>(row + j)[1] = hi;
+      return;
+    }
+  }
+  const uint32_t w[2] = {lo, hi};
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (j + e < len) row[(j + e) * stride] = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
+}
+
+// The warp's outputs [j0, j0 + 256 * kGroups) of one row (those below len) from its swizzled window at
+// shared address win (slot 0 starts at x[j0 - P - e]): A W + bias, through the activation. Blocks
+// s >= n_steps of W are zero for this e and skipped.
+template <typename T, int kSteps, int kGroups>
+__device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2], int n_steps, uint32_t win, float bias,
+                                               int activation, unsigned short* row, int64_t stride, int64_t j0,
+                                               int64_t len) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  // ldmatrix.x4: lane l gives the address of row l % 8 of matrix l / 8, and the matrices (rows 0-7 | 8-15)
+  // x (t 0-7 | 8-15) are the A fragment's registers in order: the lane's A row is i = l % 8 + 8 * ((l / 8) % 2),
+  // its 8 columns start at t = 8 * (l / 16), i.e. slot 2i + l / 16 (+ 2s for block s, + 32 per group).
+  // Adding 32 keeps a slot's swizzle, so the lane's addresses are fixed per block s.
+  const int slot0 = 2 * (lane % 8 + 8 * ((lane / 8) % 2)) + lane / 16;
+  uint32_t addr[kSteps];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) addr[s] = win + 16 * swizzled_slot(slot0 + 2 * s);
+#pragma unroll
+  for (int r = 0; r < kGroups; ++r) {
+    float c[2][4];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) c[e / 4][e % 4] = bias;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      if (s < n_steps) {
+        uint32_t a[4];
+        tc::ldsm_x4(addr[s] + 512 * r, a[0], a[1], a[2], a[3]);
+        tc::mma16816<T>(c[0], a, b[s][0][0], b[s][0][1]);
+        tc::mma16816<T>(c[1], a, b[s][1][0], b[s][1][1]);
+      }
+    }
+    // c[h][0], c[h][1]: row g, columns 2q, 2q + 1 of half h = outputs 16g + 4q + 2h, +1; c[h][2..3]: row g + 8.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float v[4] = {c[0][2 * half], c[0][2 * half + 1], c[1][2 * half], c[1][2 * half + 1]};
+      if (activation != kActNone) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = activate(activation, v[e]);
+      }
+      store4_16bit(row, stride, j0 + 256 * r + 128 * half + 16 * g + 4 * q, len,
+                   tc::bits16<T>(v[0]) | (tc::bits16<T>(v[1]) << 16), tc::bits16<T>(v[2]) | (tc::bits16<T>(v[3]) << 16));
+    }
+  }
+}
+
+// A warp's position (b, c, chunk) in units u = (b * C + c) * chunks + chunk, stepped without divisions.
+struct ChunkCursor {
+  int64_t b, c, ch;
+  __device__ ChunkCursor(int64_t u, int64_t C, int64_t chunks) {
+    int64_t row;
+    divmod(u, chunks, row, ch);
+    divmod(row, C, b, c);
+  }
+  __device__ void advance(int64_t C, int64_t chunks) {
+    if (++ch == chunks) {
+      ch = 0;
+      if (++c == C) {
+        c = 0;
+        ++b;
+      }
+    }
+  }
+};
+
+// Persistent warps as in the ring Toeplitz forward (variant 10): warp w of W takes the chunks
+// [w * U / W, (w + 1) * U / W) of the U = rows * ceil(Lout / 32V) chunks of 32V outputs, rows (b, c)
+// in order, with the next kRing - 1 windows in flight; W is rebuilt when the channel changes.
+template <typename T, int K, int D, int V, int kRing>
+__global__ void __launch_bounds__(kThreads, CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS)
+    conv1d_fwd_dw_hankel_kernel(const Conv1dParams p) {
+  using Cfg = HankelCfg<K, D, V>;
+  __shared__ uint4 ring[kThreads / 32][kRing][Cfg::kUnits];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t C = p.out_channels, chunks = ceil_div(p.out_length, int64_t{Cfg::kChunk});
+  const int64_t units = p.batch * C * chunks;
+  const int64_t warps = int64_t{gridDim.x} * (kThreads / 32), wid = int64_t{blockIdx.x} * (kThreads / 32) + warp;
+  const int64_t u0 = wid * units / warps, u1 = (wid + 1) * units / warps;
+  if (u0 >= u1) return;
+  const int e = static_cast<int>(-p.pad_left & 7);  // window element of x[j0 - P]
+  const int n_steps = (16 + e + Cfg::KD + 15) / 16;  // blocks of W that hold a tap
+  const T* xp = static_cast<const T*>(p.x);
+  ChunkCursor fetch(u0, C, chunks), cur = fetch;
+  auto issue = [&](int slot) {
+    const int64_t ci = depthwise_in_channel(p, fetch.c);
+    issue_window<T, true>(ring[warp][slot], xp + fetch.b * p.x_stride_b + ci * p.x_stride_c,
+                          fetch.ch * Cfg::kChunk - p.pad_left - e, p.in_length, Cfg::kUnits, lane, 32);
+    fetch.advance(C, chunks);
+  };
+#pragma unroll
+  for (int s = 0; s < kRing - 1; ++s) {
+    if (u0 + s < u1) issue(s);
+    cp_async_commit();
+  }
+  uint32_t wf[Cfg::kSteps][2][2];
+  float bias = 0.0f;
+  int64_t w_channel = -1;
+  const uint32_t ring0 = tc::smem_u32(ring[warp][0]);
+  int slot = 0;
+  for (int64_t u = u0; u < u1; ++u) {
+    if (u + kRing - 1 < u1) issue(slot == 0 ? kRing - 1 : slot - 1);  // the slot read at u - 1
+    cp_async_commit();
+    if (cur.c != w_channel) {
+      w_channel = cur.c;
+      hankel_w<K, D, Cfg::kSteps, false>(wf, p, cur.c, e);
+      bias = p.bias != nullptr ? load_param<T>(p, p.bias, cur.c) : 0.0f;
+    }
+    cp_async_wait<kRing - 1>();
+    __syncwarp();
+    hankel_outputs<T, Cfg::kSteps, Cfg::kGroups>(
+        wf, n_steps, ring0 + slot * (16 * Cfg::kUnits), bias, p.activation,
+        static_cast<unsigned short*>(p.y) + cur.b * p.y_stride_b + cur.c * p.y_stride_c, p.y_stride_l,
+        cur.ch * Cfg::kChunk, p.out_length);
+    __syncwarp();  // the slot is refilled next
+    cur.advance(C, chunks);
+    slot = slot + 1 == kRing ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
+}
+
 // The fused backward kernels' conditions on everything but the stride and the grid (direct and
 // streaming): no activation, multiplier 1, aligned contiguous x and dy rows, left padding <= (K-1)*D.
 // The element size comes from p.dtype, since plan_bwd is not a template.

@@ -44,14 +44,17 @@ __device__ __forceinline__ void fwd_taps(const float (&w)[K], const float (&xin)
 // [q0 + s*VE, +VE), zero outside [0, len). q0 is a multiple of VE and the row is 16-byte aligned,
 // so a slot is inside, outside, or cut by the row's end (then its valid prefix is copied).
 // The block's threads share the slots; a warp alone passes (lane, 32).
-template <typename T>
+// kSwizzle: slot s is stored at swizzled_slot(s) (the Hankel kernels' ldmatrix reads, direct.cuh).
+__device__ __forceinline__ int swizzled_slot(int s) { return s ^ ((s >> 3) & 1); }
+template <typename T, bool kSwizzle = false>
 __device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q0, int64_t len, int nslots,
                                              int first = threadIdx.x, int step = blockDim.x) {
   constexpr int VE = VecOf<T>::kElems;
   for (int s = first; s < nslots; s += step) {
     const int64_t q = q0 + static_cast<int64_t>(s) * VE;
     const int64_t valid = q < 0 ? 0 : (len - q < VE ? (len - q > 0 ? len - q : 0) : VE);
-    cp_async16(dst + s, valid > 0 ? static_cast<const void*>(row + q) : static_cast<const void*>(row),
+    cp_async16(dst + (kSwizzle ? swizzled_slot(s) : s),
+               valid > 0 ? static_cast<const void*>(row + q) : static_cast<const void*>(row),
                static_cast<int>(valid * sizeof(T)));
   }
 }
