@@ -80,15 +80,17 @@ def mma_16816(a_regs, b_regs, c):
     return out
 
 
-def hankel_chunk(xrow, w, P, K, D, j0, groups, reverse=False):
-    """One warp's chunk: outputs [j0, j0 + 256 * groups) of a row, as dict position -> value."""
+def hankel_chunk(xrow, w, P, K, D, j0, groups, reverse=False, base=0):
+    """One warp's chunk: outputs [j0, j0 + 256 * groups) of a row, as dict position -> value. The window
+    starts `base` slots before x[j0 - P - e] (the backward's dy window starts kHalo slots before dy[j0])."""
     KD = (K - 1) * D
     k_steps = (16 + 7 + KD + 15) // 16
-    n_units = 2 * (16 * groups - 1 + k_steps)
+    n_units = base + 2 * (16 * groups - 1 + k_steps)
+    n_units += n_units % 2  # the kernels' windows have an even slot count (the swizzle swaps pairs)
     e = (-P) & 7
     n_steps = (16 + e + KD + 15) // 16
     assert n_steps <= k_steps
-    smem = stage_window(xrow, j0 - P - e, n_units)
+    smem = stage_window(xrow, j0 - P - e - 8 * base, n_units)
     assert (j0 - P - e) % 8 == 0
     flat = smem.reshape(-1)
     b = hankel_w(w, e, K, D, k_steps, reverse)
@@ -102,7 +104,7 @@ def hankel_chunk(xrow, w, P, K, D, j0, groups, reverse=False):
                 continue
             addr = []
             for lane in range(32):
-                slot0 = 2 * (lane % 8 + 8 * ((lane // 8) % 2)) + lane // 16
+                slot0 = base + 2 * (lane % 8 + 8 * ((lane // 8) % 2)) + lane // 16
                 addr.append(8 * (swizzled_slot(slot0 + 2 * s) + 32 * r))
             assert max(addr) // 8 < n_units
             a = ldmatrix_x4(flat, addr)
@@ -147,7 +149,11 @@ def main():
                 assert sorted(got) == list(range(n_out))
                 err = max(abs(got[j] - ref[j]) for j in range(n_out))
                 assert err < 1e-9, (K, D, P, L, groups, err)
-                # grad-input: the same product on dy with the taps reversed and padding KD - P
+                # grad-input: the same product on dy with the taps reversed and padding KD - P, from the ring
+                # backward's dy window (it starts H = 8 * kHalo elements before dy[j0]; A from slot e_gi / 8)
+                H = 8 * ((KD + 7) // 8)
+                e_gi = H - (KD - P)
+                assert e_gi >= 0 and (e_gi & 7) == (-(KD - P)) & 7
                 dy = rng.standard_normal(n_out)
                 dx_ref = np.zeros(L)
                 for j in range(n_out):
@@ -157,7 +163,7 @@ def main():
                             dx_ref[i] += w[k] * dy[j]
                 dx = {}
                 for j0 in range(0, L, chunk):
-                    for i, v in hankel_chunk(dy, w, KD - P, K, D, j0, groups, reverse=True).items():
+                    for i, v in hankel_chunk(dy, w, KD - P, K, D, j0, groups, reverse=True, base=e_gi // 8).items():
                         if i < L:
                             dx[i] = v
                 err = max(abs(dx[i] - dx_ref[i]) for i in range(L))

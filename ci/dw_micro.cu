@@ -229,7 +229,7 @@ template <typename T, int TK, int TS, int TD, int V, int FV, int BV> void run(co
 // on tensor cores (16-bit, stride 1), 9 streaming, 10 Toeplitz with a per-warp cp.async ring, 11 Hankel
 // (the window as the A operand, stride 1); bwd 0 staged,
 // 1 pipelined, 2 + interleaved runs, 3 direct, 4 streaming, 5 Toeplitz (16-bit, stride 1; else 1),
-// 6 Toeplitz with a per-warp ring (else 5). Earlier runs' clear losers (0, 2, 3 and V=8 of the
+// 6 Toeplitz with a per-warp ring (else 5), 7 the same with a Hankel grad-input on swizzled windows (else 5). Earlier runs' clear losers (0, 2, 3 and V=8 of the
 // pipelined kernels, benchmarks/NOTES.md) are left out to keep `gpu_check.sh tune` short.
 template <typename T, int K, int S, int D> void variants(const Case& c, const char* tn, int sms) {
 #ifdef STREAM_ONLY  // the streaming kernels only (e.g. with -DCONVKIT_DW_STREAM_FWD_MIN_BLOCKS=12)
@@ -244,9 +244,9 @@ template <typename T, int K, int S, int D> void variants(const Case& c, const ch
     run<T, K, S, D, 8, 8, 5>(c, tn, sms);
     run<T, K, S, D, 16, 10, 6>(c, tn, sms);
     run<T, K, S, D, 8, 10, 6>(c, tn, sms);
-    run<T, K, S, D, 16, 11, 6>(c, tn, sms);  // Hankel forward (data as the A operand)
-    run<T, K, S, D, 8, 11, 6>(c, tn, sms);
-    run<T, K, S, D, 32, 11, 6>(c, tn, sms);
+    run<T, K, S, D, 16, 11, 7>(c, tn, sms);  // Hankel forward (data as the A operand), Hankel grad-input
+    run<T, K, S, D, 8, 11, 7>(c, tn, sms);
+    run<T, K, S, D, 32, 11, 7>(c, tn, sms);
   } else {
     run<T, K, S, D, 16, 6, 1>(c, tn, sms);
   }

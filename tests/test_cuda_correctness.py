@@ -450,6 +450,52 @@ def test_depthwise_hankel_forward():
                      CONVKIT_POISON_OUTPUTS="1")
 
 
+# CONVKIT_DW_HANKEL_BWD=1 (read once per process): the ring Toeplitz backward (16-bit, K >= 15, at least 64
+# rows per SM) computes grad-input by the Hankel product and reads swizzled windows (backward variant 7).
+# The fused backward needs 16-byte aligned dy rows: paddings with (K-1) - 2P a multiple of 8 and causal,
+# whose dy window offsets -(KD - P) mod 8 are 1, 5 (four W blocks at K 31) and 0; rows of 2 and 5 chunks.
+HANKEL_BWD_SCRIPT = r"""
+import sys, torch, convkit
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+entries = convkit.spec_entries()
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+B = 2
+C = 64 * sms // B + 3
+ran = set()
+for dtype in (torch.bfloat16, torch.float16):
+    for K, P, L in [(31, 15, 640), (31, 3, 2048 + 64), (31, "causal", 640), (31, 7, 640), (15, 7, 2048 + 64),
+                    (15, 3, 640), (15, "causal", 2048 + 64)]:
+        if ("depthwise", K, 1, 1) not in entries:
+            continue
+        x = torch.randn(B, C, L, device="cuda").to(dtype).requires_grad_()
+        w = (torch.randn(C, 1, K, device="cuda") / K ** 0.5).to(dtype).requires_grad_()
+        b = torch.randn(C, device="cuda").to(dtype).requires_grad_()
+        y = convkit.conv1d(x, w, b, padding=P, groups=C)
+        dy = torch.randn_like(y)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y.backward(dy)
+            torch.cuda.synchronize()
+        ran |= {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        pl, pr = resolve_padding(P, K, 1, 1)
+        _, dx_ref, dw_ref, db_ref = reference(x.detach(), w.detach(), b.detach(), dy, 1, pl, pr, 1, C)
+        what = f"{dtype} K {K} P {P} L {L}"
+        assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+        assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
+        assert_close(b.grad, db_ref, dtype, "grad_bias " + what)
+assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n and "true>" in n for n in ran), sorted(ran)
+print("hankel backward cases passed")
+"""
+
+
+def test_depthwise_hankel_backward():
+    run_child_script(HANKEL_BWD_SCRIPT, "hankel backward cases passed", CONVKIT_DW_HANKEL_BWD="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 @pytest.mark.parametrize("needs", ["input", "weight"])
 def test_depthwise_toeplitz_backward_one_gradient(needs):
     """Only grad-input, or only grad-weight / grad-bias, requested of the Toeplitz backward."""

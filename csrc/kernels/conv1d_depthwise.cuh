@@ -567,6 +567,12 @@ inline bool hankel_forward_switch() {
   static const bool on = env_equals("CONVKIT_DW_HANKEL_FWD", "1");
   return on;
 }
+// CONVKIT_DW_HANKEL_BWD=1 likewise: the 16-bit long-kernel ring backward (variant 6) computes grad-input
+// by the Hankel product on swizzled windows (variant 7).
+inline bool hankel_backward_switch() {
+  static const bool on = env_equals("CONVKIT_DW_HANKEL_BWD", "1");
+  return on;
+}
 
 // A grid-stride loop wants every block resident at once (a block that starts late finishes late):
 // as many blocks as fit on the GPU, or fewer when there are fewer tiles.
@@ -675,15 +681,21 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  if constexpr (kVariant == 6 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+  if constexpr ((kVariant == 6 || kVariant == 7) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     if (bwd_toeplitz_ring_ok(p, V)) {
-      auto kernel = conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>;
       const int64_t chunks = p.batch * C * ceil_div(std::max(p.in_length, p.out_length), int64_t{32} * V);
-      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      auto run = [&](auto kernel) {
+        kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      };
+      if (kVariant == 7 || hankel_backward_switch()) {
+        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
+      } else {
+        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>);
+      }
       launched = true;
     }
   }
-  if constexpr ((kVariant == 5 || kVariant == 6) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
+  if constexpr ((kVariant >= 5 && kVariant <= 7) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     if (!launched && bwd_toeplitz_ok(p, V)) {
       conv1d_bwd_dw_toeplitz_kernel<T, K, D, V>
           <<<static_cast<unsigned>(direct_tiles(p.batch * C, std::max(p.in_length, p.out_length), V)), kThreads, 0,
@@ -699,7 +711,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       launched = true;
     }
   }
-  // (4: as fwd 9; 5 and 6 fall back to 1 where the Toeplitz kernels do not apply)
+  // (4: as fwd 9; 5 to 7 fall back to 1 where the Toeplitz kernels do not apply)
   if constexpr (kVariant > 0 && kVariant != 4 && K > 0 && S == 1 && D > 0 && sizeof(T) < 8) {
     if (!launched && bwd_pipelined_ok<T>(p, K, S, D)) {
       constexpr int kStages = sizeof(T) == 4 ? 3 : 4;
@@ -740,7 +752,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
 // `specialised`: the launch is a fixed-(K, S, D) kernel (the direct and streaming kernels exist only there).
 inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   const int64_t C = p.out_channels;
-  if (specialised && variant == 6 && bwd_toeplitz_ring_ok(p, v)) {
+  if (specialised && (variant == 6 || variant == 7) && bwd_toeplitz_ring_ok(p, v)) {
     p.weight_splits = 2 * p.batch;
     return p.weight_splits * (C * p.kernel_size + C);
   }

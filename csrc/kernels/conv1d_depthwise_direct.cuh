@@ -357,18 +357,18 @@ __device__ __forceinline__ void store4_16bit(unsigned short* row, int64_t stride
 }
 
 // The warp's outputs [j0, j0 + 256 * kGroups) of one row (those below len) from its swizzled window at
-// shared address win (slot 0 starts at x[j0 - P - e]): A W + bias, through the activation. Blocks
-// s >= n_steps of W are zero for this e and skipped.
+// shared address win, whose slot `base` starts at x[j0 - P - e]: A W + bias, through the activation.
+// Blocks s >= n_steps of W are zero for this e and skipped.
 template <typename T, int kSteps, int kGroups>
-__device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2], int n_steps, uint32_t win, float bias,
-                                               int activation, unsigned short* row, int64_t stride, int64_t j0,
-                                               int64_t len) {
+__device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2], int n_steps, uint32_t win, int base,
+                                               float bias, int activation, unsigned short* row, int64_t stride,
+                                               int64_t j0, int64_t len) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   // ldmatrix.x4: lane l gives the address of row l % 8 of matrix l / 8, and the matrices (rows 0-7 | 8-15)
   // x (t 0-7 | 8-15) are the A fragment's registers in order: the lane's A row is i = l % 8 + 8 * ((l / 8) % 2),
-  // its 8 columns start at t = 8 * (l / 16), i.e. slot 2i + l / 16 (+ 2s for block s, + 32 per group).
-  // Adding 32 keeps a slot's swizzle, so the lane's addresses are fixed per block s.
-  const int slot0 = 2 * (lane % 8 + 8 * ((lane / 8) % 2)) + lane / 16;
+  // its 8 columns start at t = 8 * (l / 16), i.e. slot base + 2i + l / 16 (+ 2s for block s, + 32 per
+  // group). Adding 32 keeps a slot's swizzle, so the lane's addresses are fixed per block s.
+  const int slot0 = base + 2 * (lane % 8 + 8 * ((lane / 8) % 2)) + lane / 16;
   uint32_t addr[kSteps];
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) addr[s] = win + 16 * swizzled_slot(slot0 + 2 * s);
@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS)
     cp_async_wait<kRing - 1>();
     __syncwarp();
     hankel_outputs<T, Cfg::kSteps, Cfg::kGroups>(
-        wf, n_steps, ring0 + slot * (16 * Cfg::kUnits), bias, p.activation,
+        wf, n_steps, ring0 + slot * (16 * Cfg::kUnits), 0, bias, p.activation,
         static_cast<unsigned short*>(p.y) + cur.b * p.y_stride_b + cur.c * p.y_stride_c, p.y_stride_l,
         cur.ch * Cfg::kChunk, p.out_length);
     __syncwarp();  // the slot is refilled next
@@ -550,14 +550,14 @@ __device__ __forceinline__ BwdBlock bwd_block(const Conv1dParams& p, int64_t kTi
 }
 
 // The warp's dy and x windows of row (b, c), both from position q0, nslots 16-byte units each, zero
-// outside the rows (cp.async, not committed): what the fused backward kernels read.
-template <typename T>
+// outside the rows (cp.async, not committed): what the fused backward kernels read. kSwizzle: see issue_window.
+template <typename T, bool kSwizzle = false>
 __device__ __forceinline__ void issue_dy_x_windows(uint4* dyw, uint4* xw, const Conv1dParams& p, int64_t b, int64_t c,
                                                    int64_t q0, int nslots, int lane) {
-  issue_window<T>(dyw, static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c, q0, p.out_length, nslots,
-                  lane, 32);
-  issue_window<T>(xw, static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c, q0, p.in_length, nslots,
-                  lane, 32);
+  issue_window<T, kSwizzle>(dyw, static_cast<const T*>(p.y) + b * p.y_stride_b + c * p.y_stride_c, q0, p.out_length,
+                            nslots, lane, 32);
+  issue_window<T, kSwizzle>(xw, static_cast<const T*>(p.x) + b * p.x_stride_b + c * p.x_stride_c, q0, p.in_length,
+                            nslots, lane, 32);
 }
 
 template <typename T, int K, int D, int V>
@@ -658,7 +658,8 @@ __device__ __forceinline__ void toeplitz_gw_zero(float (&cacc)[kMT][2][4]) {
 
 // C[j][i] += sum_n x[xs + 16n + j] * dy[jw + 16n + i] over the warp's 32V outputs, from windows that
 // start kHalo vectors before x[jw] / dy[jw]; xs = the x window element of x[jw - P], rounded down to 8.
-template <typename T, int K, int D, int V, int kMT>
+// kSwizzle: windows staged by issue_window<T, true> (16-byte slot u at swizzled_slot(u)).
+template <typename T, int K, int D, int V, int kMT, bool kSwizzle = false>
 __device__ __forceinline__ void toeplitz_gw_mma(float (&cacc)[kMT][2][4], const uint4* xwin, const uint4* dywin, int P) {
   using Cfg = ToeplitzCfg<T, K, D, V>;
   constexpr int H = Cfg::kHalo * Cfg::VE;
@@ -670,13 +671,23 @@ __device__ __forceinline__ void toeplitz_gw_mma(float (&cacc)[kMT][2][4], const 
     // B[n][i] = dy[jw + 16n + i], stored rows n: matrices (n + 8*(q & 1), i + 8*(q >> 1)) are
     // b0, b1 of columns i < 8, then b0, b1 of columns i >= 8.
     uint32_t bq[4];
-    tc::ldsm_x4_trans(da + 2 * (H + 16 * (16 * ks + r8 + 8 * (q & 1)) + 8 * (q >> 1)), bq[0], bq[1], bq[2], bq[3]);
+    if constexpr (kSwizzle) {
+      tc::ldsm_x4_trans(da + 16 * swizzled_slot(H / 8 + 2 * (16 * ks + r8 + 8 * (q & 1)) + (q >> 1)), bq[0], bq[1],
+                        bq[2], bq[3]);
+    } else {
+      tc::ldsm_x4_trans(da + 2 * (H + 16 * (16 * ks + r8 + 8 * (q & 1)) + 8 * (q >> 1)), bq[0], bq[1], bq[2], bq[3]);
+    }
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       // A[j][n] = x window element xs + 16n + j, stored rows n: matrices (j + 8*(q & 1), n + 8*(q >> 1)).
       uint32_t af[4];
-      tc::ldsm_x4_trans(xa + 2 * (xs + 16 * (16 * ks + r8 + 8 * (q >> 1)) + 16 * mt + 8 * (q & 1)), af[0], af[1], af[2],
-                        af[3]);
+      if constexpr (kSwizzle) {
+        tc::ldsm_x4_trans(xa + 16 * swizzled_slot(xs / 8 + 2 * (16 * ks + r8 + 8 * (q >> 1)) + 2 * mt + (q & 1)), af[0],
+                          af[1], af[2], af[3]);
+      } else {
+        tc::ldsm_x4_trans(xa + 2 * (xs + 16 * (16 * ks + r8 + 8 * (q >> 1)) + 16 * mt + 8 * (q & 1)), af[0], af[1], af[2],
+                          af[3]);
+      }
       tc::mma16816<T>(cacc[mt][0], af, bq[0], bq[1]);
       tc::mma16816<T>(cacc[mt][1], af, bq[2], bq[3]);
     }
@@ -767,6 +778,22 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
   store_block_partials<K>(p, sums, blk.split(), c);
 }
 
+// The sum of the 16-bit elements of N window slots from slot s0 of a swizzled window (issue_window<T, true>).
+template <typename T, int N>
+__device__ __forceinline__ float sum_swizzled_slots(const uint4* win, int s0) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint4 u = win[swizzled_slot(s0 + i)];
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      sum += to_acc(from_bits<T>(static_cast<unsigned short>(w[j] & 0xffffu))) +
+             to_acc(from_bits<T>(static_cast<unsigned short>(w[j] >> 16)));
+  }
+  return sum;
+}
+
 // The Toeplitz backward with each warp streaming a contiguous run of 32V-position chunks through a ring
 // of kRing cp.async slot pairs (x, dy) (backward variant 6): the loads of the next kRing - 1 chunks are
 // in flight while a chunk's MMAs run, and a row's grad-input A fragments are built, and its grad-weight
@@ -774,13 +801,22 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS) 
 // U = rows * ceil(max(Lin, Lout) / 32V) chunks, rows (b, c) in order. With at least W rows every warp
 // has at least a row's worth of chunks, so a row is cut at most once: its sums go to split 2b (the
 // part from the row's start) and 2b + 1 (the rest, or zeros when the row is not cut).
-template <typename T, int K, int D, int V, int kRing>
+// kHankel (backward variant 7): grad-input by the Hankel product (hankel_outputs on the dy window, taps
+// reversed) instead of toeplitz_outputs + store_warp_outputs, and both windows swizzled, which also makes
+// grad-weight's ldmatrix.trans reads conflict-free.
+template <typename T, int K, int D, int V, int kRing, bool kHankel = false>
 __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
     conv1d_bwd_dw_toeplitz_ring_kernel(const Conv1dParams p) {
   using Cfg = ToeplitzBwdCfg<T, K, D, V>;
+  using HCfg = HankelCfg<K, D, V>;
   constexpr int VE = Cfg::VE, KD = Cfg::KD, kHalo = Cfg::kHalo, kMT = Cfg::kMT;
-  __shared__ uint4 ring[kThreads / 32][kRing][2][Cfg::kUnits];  // [slot][0: dy, 1: x]
-  __shared__ uint4 obuf[kThreads / 32][Cfg::kWarpOut / 8];
+  // The Hankel grad-input reads the dy window from slot e_gi / 8 <= kHalo on; swizzled slots swap in pairs,
+  // so the count is even.
+  constexpr int kHankelNeed = kHalo + HCfg::kUnits > Cfg::kUnits ? kHalo + HCfg::kUnits : Cfg::kUnits;
+  constexpr int kHankelUnits = (kHankelNeed + 1) / 2 * 2;
+  constexpr int kUnits = kHankel ? kHankelUnits : Cfg::kUnits;
+  __shared__ uint4 ring[kThreads / 32][kRing][2][kUnits];  // [slot][0: dy, 1: x]
+  __shared__ uint4 obuf[kThreads / 32][kHankel ? 1 : Cfg::kWarpOut / 8];
   __shared__ float cbuf[kThreads / 32][16 * 17];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t C = p.out_channels;
@@ -793,8 +829,8 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
     int64_t row, ch, b, c;
     divmod(u, chunks, row, ch);
     divmod(row, C, b, c);
-    issue_dy_x_windows<T>(ring[warp][slot][0], ring[warp][slot][1], p, b, c, ch * Cfg::kWarpOut - kHalo * VE,
-                          Cfg::kUnits, lane);
+    issue_dy_x_windows<T, kHankel>(ring[warp][slot][0], ring[warp][slot][1], p, b, c, ch * Cfg::kWarpOut - kHalo * VE,
+                                   kUnits, lane);
   };
 #pragma unroll
   for (int s = 0; s < kRing - 1; ++s) {
@@ -803,9 +839,11 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
   }
   const int e_gi = kHalo * VE - (KD - P);  // dy window element of dy[jw - ((K-1)*D - P)]
   const int off_gi = e_gi & 1;
+  const int n_steps_gi = (16 + (e_gi & 7) + KD + 15) / 16;  // (kHankel) blocks of W that hold a tap
   const int64_t n_weight = C * K;
   float* partial = static_cast<float*>(p.workspace);
   uint32_t a[Cfg::kSteps][4];
+  uint32_t wf[HCfg::kSteps][2][2];
   float cacc[kMT][2][4];
   float gb = 0.0f;
   int64_t row = -1, b = 0, c = 0, seg0 = 0;  // the row in progress and the chunk its segment started at
@@ -836,7 +874,13 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
       row = urow;
       divmod(row, C, b, c);
       seg0 = ch;
-      if (p.grad_x != nullptr) toeplitz_a<K, D, Cfg::kSteps, true>(a, p, c, off_gi);
+      if (p.grad_x != nullptr) {
+        if constexpr (kHankel) {
+          hankel_w<K, D, HCfg::kSteps, true>(wf, p, c, e_gi & 7);
+        } else {
+          toeplitz_a<K, D, Cfg::kSteps, true>(a, p, c, off_gi);
+        }
+      }
       toeplitz_gw_zero<kMT>(cacc);
       gb = 0.0f;
     }
@@ -845,18 +889,29 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
     const uint4* dyw = ring[warp][slot][0];
     const int64_t jw = ch * Cfg::kWarpOut;
     if (p.grad_x != nullptr) {
-      toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dyw), e_gi - off_gi,
-                                                     0.0f, kActNone, reinterpret_cast<unsigned short*>(obuf[warp]));
-      __syncwarp();
-      store_warp_outputs<Cfg::kWarpOut / 8>(
-          obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
-          jw, p.in_length);
+      if constexpr (kHankel) {
+        hankel_outputs<T, HCfg::kSteps, HCfg::kGroups>(
+            wf, n_steps_gi, tc::smem_u32(dyw), e_gi / 8, 0.0f, kActNone,
+            static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l, jw,
+            p.in_length);
+      } else {
+        toeplitz_outputs<T, Cfg::kSteps, Cfg::kGroups>(a, reinterpret_cast<const unsigned short*>(dyw), e_gi - off_gi,
+                                                       0.0f, kActNone, reinterpret_cast<unsigned short*>(obuf[warp]));
+        __syncwarp();
+        store_warp_outputs<Cfg::kWarpOut / 8>(
+            obuf[warp], static_cast<unsigned short*>(p.grad_x) + b * p.gx_stride_b + c * p.gx_stride_c, p.gx_stride_l,
+            jw, p.in_length);
+      }
     }
-    toeplitz_gw_mma<T, K, D, V>(cacc, ring[warp][slot][1], dyw, P);
-    float dyv[V];
-    read_window<T>(dyw, kHalo + lane * (V / VE), 0, dyv);
+    toeplitz_gw_mma<T, K, D, V, kMT, kHankel>(cacc, ring[warp][slot][1], dyw, P);
+    if constexpr (kHankel) {
+      gb += sum_swizzled_slots<T, V / VE>(dyw, kHalo + lane * (V / VE));
+    } else {
+      float dyv[V];
+      read_window<T>(dyw, kHalo + lane * (V / VE), 0, dyv);
 #pragma unroll
-    for (int i = 0; i < V; ++i) gb += dyv[i];
+      for (int i = 0; i < V; ++i) gb += dyv[i];
+    }
     __syncwarp();  // the slot and obuf are reused
     slot = slot + 1 == kRing ? 0 : slot + 1;
   }
