@@ -18,6 +18,9 @@
 #                                        # one more command (run in /tmp after the rest, $repo = this
 #                                        # checkout) into extra.log
 #   JUNIT=1 ...                          # also the tests' junit.xml
+#   MICRO_PARTS="5" MICRO_FLAGS=-DLONG_K bash ci/gpu_check.sh all
+#                                        # also these parts of the micro-benchmark (ci/dw_micro.cu), compiled
+#                                        # while the package builds and run after the rest, into micro.log
 #
 # The device tool brings back at most 8 files from $OUT: this writes summary.txt (GPU, build, config,
 # test counts), build.log, tests.log, bench.json / bench.log (bench2.* with BENCH2_ARGS), extra.log.
@@ -51,6 +54,13 @@ if [ "$what" = tune ]; then
   for n in 1 2 3 4 5 6 7 8; do timeout 120 /tmp/dw_micro$n; done > "$OUT/micro.log" 2>&1
   $PY "$repo/ci/pick_dw_config.py" "$OUT/micro.log" "$repo/csrc/kernels/conv1d_depthwise_config.h" | tee "$OUT/picked.txt"
   what=all
+fi
+
+if [ -n "${MICRO_PARTS:-}" ]; then  # compiled beside the package build, run at the end (GPU otherwise idle)
+  for n in $MICRO_PARTS; do
+    nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n ${MICRO_FLAGS:-} "$repo/ci/dw_micro.cu" \
+      -o /tmp/dw_micro$n > /tmp/dw_micro$n.log 2>&1 &
+  done
 fi
 
 # Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
@@ -97,6 +107,11 @@ fi
 if [ -n "${EXTRA_CMD:-}" ]; then
   (cd /tmp && eval "$EXTRA_CMD") > "$OUT/extra.log" 2>&1 || status=1
   tail -40 "$OUT/extra.log"
+fi
+if [ -n "${MICRO_PARTS:-}" ]; then
+  wait
+  for n in $MICRO_PARTS; do cat /tmp/dw_micro$n.log; timeout 120 /tmp/dw_micro$n; done > "$OUT/micro.log" 2>&1 || status=1
+  grep -E "WRONG|error" "$OUT/micro.log" | head -20
 fi
 grep -E "^(build|tests):" "$OUT/summary.txt"
 exit $status

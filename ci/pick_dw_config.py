@@ -9,7 +9,7 @@ import collections
 import re
 import sys
 
-LINE = re.compile(r"^(?P<case>\S+)\s+(?P<dtype>bf16|fp16|fp32)\s+fv(?P<fv>\d) bv(?P<bv>\d) V=(?P<V>\d+)\s+fwd\s+"
+LINE = re.compile(r"^(?P<case>\S+)\s+(?P<dtype>bf16|fp16|fp32)\s+fv(?P<fv>\d+) bv(?P<bv>\d+) V=(?P<V>\d+)\s+fwd\s+"
                   r"(?P<fwd>[\d.]+) ms.*\| bwd\s+(?P<bwd>[\d.]+) ms.*\| err(?P<rest>.*)$")
 SUITE = {"mamba_dw_k4_causal", "kb_dw_k3", "conformer_dw_k31", "shortconv_dw_k4"}
 

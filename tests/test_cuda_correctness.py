@@ -407,40 +407,44 @@ def test_depthwise_toeplitz_ring_backward(length, poison_outputs):
 
 # CONVKIT_DW_HANKEL_FWD=1 (read once per process) runs the 16-bit K >= 15 forward on the Hankel kernel
 # (forward variant 11: the window as the mma A operand, W in registers, 8-byte stores straight from the
-# accumulators). Paddings cover the window offsets e = -P mod 8: 0, 1, 2 (causal), 5, 6 and 7 (four W blocks at K 31);
-# lengths: part of a 512-output chunk, whole chunks, chunks and a part; y rows 16-, 8- and 4-byte aligned
-# (L 2048 with P 15 / 1 / 0); a channel multiplier; activations; and many rows, so that a warp's run of
-# chunks crosses rows and channels (W rebuilt).
+# accumulators). The window offset e = -P mod 8 takes every value 0..7 (at K 31, e >= 3 needs a fourth
+# W block); asymmetric paddings through the custom op reach y rows that are 2-byte aligned (odd length),
+# symmetric ones rows 16-, 8- and 4-byte aligned (L 2048 with P 15 / 1 / 0). Lengths: part of a 512-output
+# chunk, whole chunks, chunks and a part; a channel multiplier; activations; no bias; and a case with ~20
+# chunks per warp, so that each warp's ring slots are refilled and its run crosses rows and channels.
 HANKEL_FWD_SCRIPT = r"""
 import sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 from convkit.functional import resolve_padding
+from convkit.ops import ACTIVATIONS
 torch.manual_seed(0)
 entries = convkit.spec_entries()
-cases = [  # B, C, multiplier, K, L, padding, activation
-    (2, 5, 1, 31, 640, 15, None), (2, 5, 1, 31, 2048, 15, "silu"), (2, 3, 1, 31, 4096 + 64, 15, None),
-    (2, 5, 1, 31, 2048, 1, None), (2, 5, 1, 31, 2048, 0, "gelu"), (1, 4, 1, 31, 1000, 3, None),
-    (2, 4, 1, 31, 1000, "causal", "relu"), (2, 3, 2, 31, 1536, 15, None), (2, 2048, 1, 31, 640, 15, None),
-    (2, 5, 1, 15, 2048, 7, None), (2, 5, 1, 15, 776, "causal", "silu"), (2, 5, 1, 15, 4096, 2, None),
-    (1, 3, 1, 15, 24, 7, None)]
-ran = set()
+cases = [  # B, C, multiplier, K, L, padding (int, 'causal' or (left, right)), activation, bias
+    (2, 5, 1, 31, 640, 15, None, True), (2, 5, 1, 31, 2048, 15, "silu", True), (2, 3, 1, 31, 4096 + 64, 15, None, True),
+    (2, 5, 1, 31, 2048, 1, None, True), (2, 5, 1, 31, 2048, 0, "gelu", True), (1, 4, 1, 31, 1000, 3, None, False),
+    (2, 4, 1, 31, 1000, "causal", "relu", True), (2, 3, 2, 31, 1536, 15, None, True), (2, 3, 1, 31, 2048, 13, None, True),
+    (2, 3, 1, 31, 2048, 12, None, True), (2, 3, 1, 31, 777 + 7, (15, 16), None, True),
+    (2, 3, 1, 31, 1024, (4, 1), "silu", True), (4, 2048, 1, 31, 4096, 15, None, True),
+    (2, 5, 1, 15, 2048, 7, None, True), (2, 5, 1, 15, 776, "causal", "silu", True), (2, 5, 1, 15, 4096, 2, None, False),
+    (1, 3, 1, 15, 24, 7, None, True), (2, 3, 1, 15, 1000, (5, 2), None, True)]
 for dtype in (torch.bfloat16, torch.float16):
-    for B, C, m, K, L, P, act in cases:
+    for B, C, m, K, L, P, act, with_bias in cases:
         if ("depthwise", K, 1, 1) not in entries:
             continue
         x = torch.randn(B, C, L, device="cuda").to(dtype)
         w = (torch.randn(C * m, 1, K, device="cuda") / K ** 0.5).to(dtype)
-        b = torch.randn(C * m, device="cuda").to(dtype)
+        b = torch.randn(C * m, device="cuda").to(dtype) if with_bias else None
+        pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            y = convkit.conv1d(x, w, b, padding=P, groups=C, activation=act)
+            y = torch.ops.convkit.conv1d_forward(x, w, b, 1, pl, pr, 1, C, ACTIVATIONS[act])
             torch.cuda.synchronize()
-        ran |= {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        pl, pr = resolve_padding(P, K, 1, 1)
+        what = f"{dtype} {(B, C, m, K, L, P, act, with_bias)}"
+        ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        assert any("conv1d_fwd_dw_hankel_kernel" in n for n in ran), (what, sorted(ran))
         y_ref = reference(x, w, b, torch.zeros_like(y), 1, pl, pr, 1, C, act)[0]
-        assert_close(y, y_ref, dtype, f"forward {dtype} {(B, C, m, K, L, P, act)}")
-assert any("conv1d_fwd_dw_hankel_kernel" in n for n in ran), sorted(ran)
+        assert_close(y, y_ref, dtype, "forward " + what)
 print("hankel forward cases passed")
 """
 
@@ -452,8 +456,10 @@ def test_depthwise_hankel_forward():
 
 # CONVKIT_DW_HANKEL_BWD=1 (read once per process): the ring Toeplitz backward (16-bit, K >= 15, at least 64
 # rows per SM) computes grad-input by the Hankel product and reads swizzled windows (backward variant 7).
-# The fused backward needs 16-byte aligned dy rows: paddings with (K-1) - 2P a multiple of 8 and causal,
-# whose dy window offsets -(KD - P) mod 8 are 1, 5 (four W blocks at K 31) and 0; rows of 2 and 5 chunks.
+# The fused backward needs 16-byte aligned dy rows: symmetric paddings with (K-1) - 2P a multiple of 8 and
+# causal give dy window offsets -(KD - P) mod 8 of 0, 1 and 5; asymmetric ones through the custom op give
+# the others (7 at K 31: four W blocks). Rows of 2 and 5 chunks, one with Lout > Lin, and one call that
+# asks for grad-weight and grad-bias only.
 HANKEL_BWD_SCRIPT = r"""
 import sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
@@ -465,28 +471,31 @@ entries = convkit.spec_entries()
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 B = 2
 C = 64 * sms // B + 3
-ran = set()
+cases = [  # K, padding (int, 'causal' or (left, right)), L, grad-input asked for
+    (31, 15, 640, True), (31, 3, 2048 + 64, True), (31, "causal", 640, True), (31, 7, 640, True),
+    (31, 19, 640, True), (31, (0, 6), 640, True), (31, (1, 5), 640, True), (31, (2, 4), 640, True),
+    (31, (4, 2), 640, True), (31, (5, 1), 2048 + 64, True), (31, 15, 640, False), (15, 7, 2048 + 64, True),
+    (15, 3, 640, True), (15, "causal", 2048 + 64, True), (15, (0, 6), 640, True)]
 for dtype in (torch.bfloat16, torch.float16):
-    for K, P, L in [(31, 15, 640), (31, 3, 2048 + 64), (31, "causal", 640), (31, 7, 640), (15, 7, 2048 + 64),
-                    (15, 3, 640), (15, "causal", 2048 + 64)]:
+    for K, P, L, need_x in cases:
         if ("depthwise", K, 1, 1) not in entries:
             continue
-        x = torch.randn(B, C, L, device="cuda").to(dtype).requires_grad_()
-        w = (torch.randn(C, 1, K, device="cuda") / K ** 0.5).to(dtype).requires_grad_()
-        b = torch.randn(C, device="cuda").to(dtype).requires_grad_()
-        y = convkit.conv1d(x, w, b, padding=P, groups=C)
-        dy = torch.randn_like(y)
+        x = torch.randn(B, C, L, device="cuda").to(dtype)
+        w = (torch.randn(C, 1, K, device="cuda") / K ** 0.5).to(dtype)
+        b = torch.randn(C, device="cuda").to(dtype)
+        pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
+        dy = torch.randn(B, C, L + pl + pr - (K - 1), device="cuda").to(dtype)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            y.backward(dy)
+            dx, dw, db = torch.ops.convkit.conv1d_backward(dy, x, w, b, 1, pl, pr, 1, C, 0, need_x, True, True)
             torch.cuda.synchronize()
-        ran |= {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        pl, pr = resolve_padding(P, K, 1, 1)
-        _, dx_ref, dw_ref, db_ref = reference(x.detach(), w.detach(), b.detach(), dy, 1, pl, pr, 1, C)
-        what = f"{dtype} K {K} P {P} L {L}"
-        assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
-        assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
-        assert_close(b.grad, db_ref, dtype, "grad_bias " + what)
-assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n and "true>" in n for n in ran), sorted(ran)
+        what = f"{dtype} K {K} P {P} L {L} grad-input {need_x}"
+        ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+        assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n and "true>" in n for n in ran), (what, sorted(ran))
+        _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, pl, pr, 1, C)
+        if need_x:
+            assert_close(dx, dx_ref, dtype, "grad_input " + what)
+        assert_close(dw, dw_ref, dtype, "grad_weight " + what)
+        assert_close(db, db_ref, dtype, "grad_bias " + what)
 print("hankel backward cases passed")
 """
 

@@ -144,6 +144,9 @@ def test_wheel_installs_in_fresh_venv_and_cpu_tests_pass_there(sdist_wheel):
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
+    # The venv's own setuptools (ensurepip's, 65.x on Python 3.11) would shadow the linked one that torch's
+    # requirement (>= 77) needs.
+    subprocess.run([py, "-m", "pip", "uninstall", "-y", "-q", "setuptools"], check=True)
     purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     with open(os.path.join(purelib, "convkit_test_torch_site.pth"), "w") as f:

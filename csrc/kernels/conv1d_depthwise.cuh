@@ -595,6 +595,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   if (tiles == 0) return cudaSuccess;
   if constexpr ((kVariant == 8 || kVariant == 11) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2 && V % 8 == 0) {
     if ((kVariant == 11 || hankel_forward_switch()) && fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
+      // (variant 8 compiles this kernel too, for the switch)
       auto kernel = conv1d_fwd_dw_hankel_kernel<T, K, D, V, 3>;
       const int64_t chunks = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V);
       kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
@@ -687,7 +688,9 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       auto run = [&](auto kernel) {
         kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
       };
-      if (kVariant == 7 || hankel_backward_switch()) {
+      if constexpr (kVariant == 7) {
+        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
+      } else if (hankel_backward_switch()) {
         run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
       } else {
         run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>);

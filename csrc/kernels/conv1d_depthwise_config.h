@@ -11,7 +11,8 @@
 //             operand, weights in registers; persistent warps with a ring; 16-bit, stride 1);
 //             backward 0 staged, 1 pipelined, 2 pipelined with interleaved runs, 3 direct,
 //             4 streaming (stride 1 or 2), 5 Toeplitz on tensor cores (16-bit, stride 1; else 1),
-//             6 Toeplitz with a cp.async ring per warp (persistent warps; needs B*C >= 64 * SMs; else 5)
+//             6 Toeplitz with a cp.async ring per warp (persistent warps; needs B*C >= 64 * SMs; else 5),
+//             7 the same with a Hankel grad-input on swizzled windows (else 5)
 //             (see launch_fwd / launch_bwd).
 //   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
 //             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,

@@ -818,6 +818,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
   __shared__ uint4 ring[kThreads / 32][kRing][2][kUnits];  // [slot][0: dy, 1: x]
   __shared__ uint4 obuf[kThreads / 32][kHankel ? 1 : Cfg::kWarpOut / 8];
   __shared__ float cbuf[kThreads / 32][16 * 17];
+  static_assert(sizeof(ring) + sizeof(obuf) + sizeof(cbuf) <= 48 * 1024, "static shared memory: at most 48 KB");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t C = p.out_channels;
   const int64_t chunks = ceil_div(max(p.in_length, p.out_length), int64_t{Cfg::kWarpOut});
