@@ -688,11 +688,9 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       auto run = [&](auto kernel) {
         kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
       };
-      if constexpr (kVariant == 7) {
+      if (kVariant == 7 || hankel_backward_switch()) {
         run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
-      } else if (hankel_backward_switch()) {
-        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
-      } else {
+      } else if constexpr (kVariant == 6) {
         run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>);
       }
       launched = true;
