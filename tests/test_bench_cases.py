@@ -1,5 +1,5 @@
-"""The benchmark's case selection (CPU only): the suite by default, convkit's extra strided / dilated
-depthwise cases only when asked for, and every extra case a specialised entry of the table."""
+"""The benchmark's case selection (CPU only): the suite by default, convkit's extra depthwise cases only
+when asked for, every extra case a specialised entry of the table, and every entry timed by some case."""
 import json
 import os
 
@@ -18,22 +18,36 @@ def test_default_is_the_suite():
 
 
 def test_extra_cases_by_family_and_name_in_order():
-    extra = bench.load_suite(bench.EXTRA)["cases"]
+    extra = [c for c in bench.load_suite(bench.EXTRA)["cases"] if c["family"] == "depthwise_sd"]
     assert len(extra) >= 5
     chosen = bench.select_cases(["depthwise_sd", "kb_dw_k3"])
     assert [c["name"] for c in chosen] == [c["name"] for c in extra] + ["kb_dw_k3"]
     assert [c["name"] for c in bench.select_cases([extra[1]["name"]])] == [extra[1]["name"]]
 
 
-def test_extra_cases_are_table_entries():
+def table_entries():
     if not os.path.exists(TABLE):
         pytest.skip("needs the source tree (csrc/specializations.json)")
     with open(TABLE) as f:
-        entries = {(e["family"], e["K"], e["stride"], e["dilation"]) for e in json.load(f)["entries"]}
+        return {(e["family"], e["K"], e["stride"], e["dilation"]) for e in json.load(f)["entries"]}
+
+
+def test_extra_cases_are_table_entries():
+    entries = table_entries()
     for c in bench.load_suite(bench.EXTRA)["cases"]:
         assert c["groups"] == c["Cin"] == c["Cout"]
         assert ("depthwise", c["K"], c["stride"], c["dilation"]) in entries, c["name"]
-        assert c["stride"] > 1 or c["dilation"] > 1, c["name"]
+        assert c["family"] in ("depthwise_sd", "depthwise_entries"), c["name"]
+        if c["family"] == "depthwise_sd":
+            assert c["stride"] > 1 or c["dilation"] > 1, c["name"]
+
+
+def test_suite_and_extra_cases_cover_every_table_entry():
+    """`--compare-generic` over the suite's depthwise cases and the extras times every specialised entry."""
+    cases = [c for c in bench.load_suite()["cases"] + bench.load_suite(bench.EXTRA)["cases"]
+             if c["groups"] == c["Cin"] and c["Cin"] > 1]
+    covered = {("depthwise", c["K"], c["stride"], c["dilation"]) for c in cases}
+    assert table_entries() <= covered, sorted(table_entries() - covered)
 
 
 def test_unknown_case_is_an_error():
