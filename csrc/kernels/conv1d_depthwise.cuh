@@ -584,6 +584,13 @@ template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, 
   return grid_for(tiles, num_sms, per_sm);
 }
 
+// The persistent-warp kernels (a warp per run of `chunks` consecutive chunks: the ring Toeplitz and
+// Hankel kernels): as many blocks as fit, no more warps than chunks.
+template <typename Kernel>
+void launch_warp_runs(Kernel kernel, int64_t chunks, const Conv1dParams& p, cudaStream_t stream) {
+  kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+}
+
 
 // The launches, with the outputs-per-thread V as a parameter (ci/dw_micro.cu compares values of V;
 // the library uses fwd_vec / bwd_vec and fwd_variant / bwd_variant).
@@ -596,9 +603,8 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   if constexpr ((kVariant == 8 || kVariant == 11) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2 && V % 8 == 0) {
     if ((kVariant == 11 || hankel_forward_switch()) && fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
       // (variant 8 compiles this kernel too, for the switch)
-      auto kernel = conv1d_fwd_dw_hankel_kernel<T, K, D, V, 3>;
-      const int64_t chunks = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V);
-      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      launch_warp_runs(conv1d_fwd_dw_hankel_kernel<T, K, D, V, 3>,
+                       p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V), p, stream);
       return cudaGetLastError();
     }
   }
@@ -611,9 +617,8 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   }
   if constexpr (kVariant == 10 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     if (fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
-      auto kernel = conv1d_fwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>;
-      const int64_t chunks = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V);
-      kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
+      launch_warp_runs(conv1d_fwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>,
+                       p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V), p, stream);
       return cudaGetLastError();
     }
   }
@@ -685,13 +690,10 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   if constexpr ((kVariant == 6 || kVariant == 7) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     if (bwd_toeplitz_ring_ok(p, V)) {
       const int64_t chunks = p.batch * C * ceil_div(std::max(p.in_length, p.out_length), int64_t{32} * V);
-      auto run = [&](auto kernel) {
-        kernel<<<resident_grid(kernel, ceil_div(chunks, int64_t{kThreads / 32}), 0, p.num_sms), kThreads, 0, stream>>>(p);
-      };
       if (kVariant == 7 || hankel_backward_switch()) {
-        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>);
+        launch_warp_runs(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>, chunks, p, stream);
       } else if constexpr (kVariant == 6) {
-        run(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>);
+        launch_warp_runs(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>, chunks, p, stream);
       }
       launched = true;
     }

@@ -296,7 +296,9 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_FWD_MIN_BLOCKS)
 template <int K, int D, int V>
 struct HankelCfg {
   static constexpr int KD = (K - 1) * D;
-  static constexpr int kSteps = (16 + 7 + KD + 15) / 16;  // 16-deep blocks of W, enough for any e < 8
+  // 16-deep blocks of W that hold a tap for window offset e (outputs reach t = 15 + e + KD); kSteps for any e < 8
+  __host__ __device__ static constexpr int steps(int e) { return (16 + e + KD + 15) / 16; }
+  static constexpr int kSteps = steps(7);
   static constexpr int kChunk = 32 * V;                   // outputs per warp and ring slot
   static constexpr int kGroups = kChunk / 256;
   // ldmatrix reads slots up to 32 * (kGroups - 1) + 31 + 2 * (kSteps - 1); an even count keeps the
@@ -434,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS)
   const int64_t u0 = wid * units / warps, u1 = (wid + 1) * units / warps;
   if (u0 >= u1) return;
   const int e = static_cast<int>(-p.pad_left & 7);  // window element of x[j0 - P]
-  const int n_steps = (16 + e + Cfg::KD + 15) / 16;  // blocks of W that hold a tap
+  const int n_steps = Cfg::steps(e);
   const T* xp = static_cast<const T*>(p.x);
   ChunkCursor fetch(u0, C, chunks), cur = fetch;
   auto issue = [&](int slot) {
@@ -840,7 +842,7 @@ __global__ void __launch_bounds__(kThreads, CONVKIT_DW_TOEPLITZ_BWD_MIN_BLOCKS)
   }
   const int e_gi = kHalo * VE - (KD - P);  // dy window element of dy[jw - ((K-1)*D - P)]
   const int off_gi = e_gi & 1;
-  const int n_steps_gi = (16 + (e_gi & 7) + KD + 15) / 16;  // (kHankel) blocks of W that hold a tap
+  const int n_steps_gi = HCfg::steps(e_gi & 7);  // (kHankel)
   const int64_t n_weight = C * K;
   float* partial = static_cast<float*>(p.workspace);
   uint32_t a[Cfg::kSteps][4];
