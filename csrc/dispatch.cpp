@@ -164,10 +164,11 @@ Force forced() {
 // a buffer (see conv1d_backward).
 bool gi_phase_buffer() { return !env_equals("CONVKIT_GI_PHASE_BUFFER", "0"); }
 
-// CONVKIT_GI_INTERLEAVE=kernel: that buffer is interleaved into dx by convkit's kernel
-// (kernels/conv1d_bwd_input_interleave.cu) instead of torch's strided copy (an experiment, read once).
+// That buffer is interleaved into dx by convkit's kernel (kernels/conv1d_bwd_input_interleave.cu);
+// CONVKIT_GI_INTERLEAVE=torch (read once) uses torch's strided copy instead. H200, bf16 fwd+bwd, session 11:
+// kb76 35.5 -> 33.0 ms with the kernel (torch's copy of a > 2^31-element buffer runs split in four launches).
 bool gi_interleave_kernel() {
-  static const bool on = env_equals("CONVKIT_GI_INTERLEAVE", "kernel");
+  static const bool on = !env_equals("CONVKIT_GI_INTERLEAVE", "torch");
   return on;
 }
 
@@ -416,7 +417,8 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
   return g4.transpose(1, 2).reshape({groups * cin_g, cout_g, n}).contiguous();
 }
 
-// CONVKIT_GI_UNIFIED=1 (an experiment, read once): the dense grad-input at stride S > 1 as ONE forward
+// CONVKIT_GI_UNIFIED=1 (an experiment, read once; measured slower on the H200 in session 11: kb76 bf16
+// fwd+bwd 35.5 -> 37.9 ms, w2v_k3s2 39.9 -> 40.6, so off by default): the dense grad-input at stride S > 1 as ONE forward
 // convolution of dy instead of one per phase. Phase rho's tap k reads dy at offset
 // o = (rho + P - k*D) / S from its output m (see grad_input_phases); with o_min / o_max over all phases'
 // taps, output channel rho * Cin + ci of a convolution with K' = o_max - o_min + 1 taps (dilation 1,

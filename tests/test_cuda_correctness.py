@@ -405,23 +405,14 @@ def test_depthwise_toeplitz_ring_backward(length, poison_outputs):
     assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n for n in names), sorted(names)
 
 
-# CONVKIT_DW_HANKEL_FWD=1 (read once per process) runs the 16-bit K >= 15 forward on the Hankel kernel
-# (forward variant 11: the window as the mma A operand, W in registers, 8-byte stores straight from the
-# accumulators). The window offset e = -P mod 8 takes every value 0..7 (at K 31, e >= 3 needs a fourth
-# W block); asymmetric paddings through the custom op reach y rows that are 2-byte aligned (odd length),
-# symmetric ones rows 16-, 8- and 4-byte aligned (L 2048 with P 15 / 1 / 0). Lengths: part of a 512-output
-# chunk, whole chunks, chunks and a part; a channel multiplier; activations; no bias; and a case with ~20
-# chunks per warp, so that each warp's ring slots are refilled and its run crosses rows and channels.
-HANKEL_FWD_SCRIPT = r"""
-import sys, torch, convkit
-from torch.profiler import ProfilerActivity, profile
-sys.path.insert(0, sys.argv[1])
-from reference import reference, assert_close
-from convkit.functional import resolve_padding
-from convkit.ops import ACTIVATIONS
-torch.manual_seed(0)
-entries = convkit.spec_entries()
-cases = [  # B, C, multiplier, K, L, padding (int, 'causal' or (left, right)), activation, bias
+# The 16-bit K >= 15 forward runs the Hankel kernel (forward variant 11: the window as the mma A operand, W in
+# registers, 8-byte stores straight from the accumulators). The window offset e = -P mod 8 takes every value
+# 0..7 (at K 31, e >= 3 needs a fourth W block); asymmetric paddings through the custom op reach y rows that
+# are 2-byte aligned (odd length), symmetric ones rows 16-, 8- and 4-byte aligned (L 2048 with P 15 / 1 / 0).
+# Lengths: part of a 512-output chunk, whole chunks, chunks and a part; a channel multiplier; activations; no
+# bias; and a case with ~20 chunks per warp, so that each warp's ring slots are refilled and its run crosses
+# rows and channels.
+HANKEL_FWD_CASES = [  # B, C, multiplier, K, L, padding (int, 'causal' or (left, right)), activation, bias
     (2, 5, 1, 31, 640, 15, None, True), (2, 5, 1, 31, 2048, 15, "silu", True), (2, 3, 1, 31, 4096 + 64, 15, None, True),
     (2, 5, 1, 31, 2048, 1, None, True), (2, 5, 1, 31, 2048, 0, "gelu", True), (1, 4, 1, 31, 1000, 3, None, False),
     (2, 4, 1, 31, 1000, "causal", "relu", True), (2, 3, 2, 31, 1536, 15, None, True), (2, 3, 1, 31, 2048, 13, None, True),
@@ -429,80 +420,62 @@ cases = [  # B, C, multiplier, K, L, padding (int, 'causal' or (left, right)), a
     (2, 3, 1, 31, 1024, (4, 1), "silu", True), (4, 2048, 1, 31, 4096, 15, None, True),
     (2, 5, 1, 15, 2048, 7, None, True), (2, 5, 1, 15, 776, "causal", "silu", True), (2, 5, 1, 15, 4096, 2, None, False),
     (1, 3, 1, 15, 24, 7, None, True), (2, 3, 1, 15, 1000, (5, 2), None, True)]
-for dtype in (torch.bfloat16, torch.float16):
-    for B, C, m, K, L, P, act, with_bias in cases:
-        if ("depthwise", K, 1, 1) not in entries:
-            continue
-        x = torch.randn(B, C, L, device="cuda").to(dtype)
-        w = (torch.randn(C * m, 1, K, device="cuda") / K ** 0.5).to(dtype)
-        b = torch.randn(C * m, device="cuda").to(dtype) if with_bias else None
-        pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            y = torch.ops.convkit.conv1d_forward(x, w, b, 1, pl, pr, 1, C, ACTIVATIONS[act])
-            torch.cuda.synchronize()
-        what = f"{dtype} {(B, C, m, K, L, P, act, with_bias)}"
-        ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        assert any("conv1d_fwd_dw_hankel_kernel" in n for n in ran), (what, sorted(ran))
-        y_ref = reference(x, w, b, torch.zeros_like(y), 1, pl, pr, 1, C, act)[0]
-        assert_close(y, y_ref, dtype, "forward " + what)
-print("hankel forward cases passed")
-"""
 
 
-def test_depthwise_hankel_forward():
-    run_child_script(HANKEL_FWD_SCRIPT, "hankel forward cases passed", CONVKIT_DW_HANKEL_FWD="1",
-                     CONVKIT_POISON_OUTPUTS="1")
+@pytest.mark.parametrize("case", HANKEL_FWD_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_depthwise_hankel_forward(dtype, case, poison_outputs):
+    from convkit.ops import ACTIVATIONS
+    B, C, m, K, L, P, act, with_bias = case
+    if ("depthwise", K, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    x = torch.randn(B, C, L, device="cuda").to(dtype)
+    w = (torch.randn(C * m, 1, K, device="cuda") / K ** 0.5).to(dtype)
+    b = torch.randn(C * m, device="cuda").to(dtype) if with_bias else None
+    pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
+    out = {}
+    ran = cuda_kernel_names(lambda: out.setdefault(
+        "y", torch.ops.convkit.conv1d_forward(x, w, b, 1, pl, pr, 1, C, ACTIVATIONS[act])))
+    assert any("conv1d_fwd_dw_hankel_kernel" in n for n in ran), sorted(ran)
+    y_ref = reference(x, w, b, torch.zeros_like(out["y"]), 1, pl, pr, 1, C, act)[0]
+    assert_close(out["y"], y_ref, dtype, "forward")
 
 
-# CONVKIT_DW_HANKEL_BWD=1 (read once per process): the ring Toeplitz backward (16-bit, K >= 15, at least 64
-# rows per SM) computes grad-input by the Hankel product and reads swizzled windows (backward variant 7).
-# The fused backward needs 16-byte aligned dy rows: symmetric paddings with (K-1) - 2P a multiple of 8 and
-# causal give dy window offsets -(KD - P) mod 8 of 0, 1 and 5; asymmetric ones through the custom op give
-# the others (7 at K 31: four W blocks). Rows of 2 and 5 chunks, one with Lout > Lin, and one call that
-# asks for grad-weight and grad-bias only.
-HANKEL_BWD_SCRIPT = r"""
-import sys, torch, convkit
-from torch.profiler import ProfilerActivity, profile
-sys.path.insert(0, sys.argv[1])
-from reference import reference, assert_close
-from convkit.functional import resolve_padding
-torch.manual_seed(0)
-entries = convkit.spec_entries()
-sms = torch.cuda.get_device_properties(0).multi_processor_count
-B = 2
-C = 64 * sms // B + 3
-cases = [  # K, padding (int, 'causal' or (left, right)), L, grad-input asked for
+# With at least 64 rows per SM the 16-bit K >= 15 backward is the ring Toeplitz kernel with its grad-input by
+# the Hankel product on swizzled windows (backward variant 7). The fused backward needs 16-byte aligned dy
+# rows: symmetric paddings with (K-1) - 2P a multiple of 8 and causal give dy window offsets -(KD - P) mod 8
+# of 0, 1 and 5; asymmetric ones through the custom op give the others (7 at K 31: four W blocks). Rows of 2
+# and 5 chunks, one with Lout > Lin, and one call that asks for grad-weight and grad-bias only.
+HANKEL_BWD_CASES = [  # K, padding (int, 'causal' or (left, right)), L, grad-input asked for
     (31, 15, 640, True), (31, 3, 2048 + 64, True), (31, "causal", 640, True), (31, 7, 640, True),
     (31, 19, 640, True), (31, (0, 6), 640, True), (31, (1, 5), 640, True), (31, (2, 4), 640, True),
     (31, (4, 2), 640, True), (31, (5, 1), 2048 + 64, True), (31, 15, 640, False), (15, 7, 2048 + 64, True),
     (15, 3, 640, True), (15, "causal", 2048 + 64, True), (15, (0, 6), 640, True)]
-for dtype in (torch.bfloat16, torch.float16):
-    for K, P, L, need_x in cases:
-        if ("depthwise", K, 1, 1) not in entries:
-            continue
-        x = torch.randn(B, C, L, device="cuda").to(dtype)
-        w = (torch.randn(C, 1, K, device="cuda") / K ** 0.5).to(dtype)
-        b = torch.randn(C, device="cuda").to(dtype)
-        pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
-        dy = torch.randn(B, C, L + pl + pr - (K - 1), device="cuda").to(dtype)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            dx, dw, db = torch.ops.convkit.conv1d_backward(dy, x, w, b, 1, pl, pr, 1, C, 0, need_x, True, True)
-            torch.cuda.synchronize()
-        what = f"{dtype} K {K} P {P} L {L} grad-input {need_x}"
-        ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-        assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n and "true>" in n for n in ran), (what, sorted(ran))
-        _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, pl, pr, 1, C)
-        if need_x:
-            assert_close(dx, dx_ref, dtype, "grad_input " + what)
-        assert_close(dw, dw_ref, dtype, "grad_weight " + what)
-        assert_close(db, db_ref, dtype, "grad_bias " + what)
-print("hankel backward cases passed")
-"""
 
 
-def test_depthwise_hankel_backward():
-    run_child_script(HANKEL_BWD_SCRIPT, "hankel backward cases passed", CONVKIT_DW_HANKEL_BWD="1",
-                     CONVKIT_POISON_OUTPUTS="1")
+@pytest.mark.parametrize("case", HANKEL_BWD_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_depthwise_hankel_backward(dtype, case, poison_outputs):
+    K, P, L, need_x = case
+    if ("depthwise", K, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    B = 2
+    C = 64 * torch.cuda.get_device_properties(0).multi_processor_count // B + 3
+    x = torch.randn(B, C, L, device="cuda").to(dtype)
+    w = (torch.randn(C, 1, K, device="cuda") / K ** 0.5).to(dtype)
+    b = torch.randn(C, device="cuda").to(dtype)
+    pl, pr = P if isinstance(P, tuple) else resolve_padding(P, K, 1, 1)
+    dy = torch.randn(B, C, L + pl + pr - (K - 1), device="cuda").to(dtype)
+    out = {}
+    ran = cuda_kernel_names(lambda: out.setdefault(
+        "grads", torch.ops.convkit.conv1d_backward(dy, x, w, b, 1, pl, pr, 1, C, 0, need_x, True, True)))
+    assert any("conv1d_bwd_dw_toeplitz_ring_kernel" in n and "true>" in n for n in ran), sorted(ran)
+    dx, dw, db = out["grads"]
+    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, pl, pr, 1, C)
+    if need_x:
+        assert_close(dx, dx_ref, dtype, "grad_input")
+    assert_close(dw, dw_ref, dtype, "grad_weight")
+    assert_close(db, db_ref, dtype, "grad_bias")
 
 
 @pytest.mark.parametrize("needs", ["input", "weight"])
@@ -924,8 +897,8 @@ def test_dense_forward_without_cp_async_ring():
     run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
-# CONVKIT_GI_INTERLEAVE=kernel (read once per process): the dense grad-input's stride phases are
-# interleaved into dx by convkit's kernel instead of torch's strided copy. CONVKIT_GI_UNIFIED=1: the
+# CONVKIT_GI_INTERLEAVE=torch (read once per process): the dense grad-input's stride phases are
+# interleaved into dx by torch's strided copy instead of convkit's kernel (the default). CONVKIT_GI_UNIFIED=1: the
 # phases run as one convolution of dy (groups == 1, where the phases' kernel runs it: here every case
 # but the grouped and narrow_out ones, which keep one launch per phase). Strided cases of every dtype
 # whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
@@ -939,7 +912,7 @@ from reference import reference, assert_close
 from convkit.functional import resolve_padding
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = False
-kernel = os.environ.get("CONVKIT_GI_INTERLEAVE") == "kernel"
+kernel = os.environ.get("CONVKIT_GI_INTERLEAVE") != "torch"
 unified = os.environ.get("CONVKIT_GI_UNIFIED") == "1"
 cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
@@ -975,10 +948,10 @@ print("strided grad-input cases passed")
 """
 
 
-@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE="kernel"), dict(CONVKIT_GI_UNIFIED="1"),
-                                 dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="kernel"),
+@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
+                                 dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="torch"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_DENSE_STAGE_WEIGHTS="1")],
-                         ids=["interleave_kernel", "unified", "unified_interleave_kernel", "unified_staged_weights"])
+                         ids=["interleave_torch", "unified", "unified_interleave_torch", "unified_staged_weights"])
 def test_dense_grad_input_strided_switches(env):
     run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

@@ -11,8 +11,8 @@
 // 8.6 GB read + written at ~1.3 TB/s (not yet confirmed by a trace). Here a thread builds 8 consecutive
 // dx elements from the S phase rows (neighbouring threads read neighbouring phase elements, so the loads
 // coalesce through L1) and writes them with 16-byte stores where dx's row allows. Any element size (2, 4, 8 bytes: the
-// grad-input runs this path for every dtype), any dx strides. Opt-in with CONVKIT_GI_INTERLEAVE=kernel
-// (dispatch.cpp; not yet run on a GPU).
+// grad-input runs this path for every dtype), any dx strides. The default since session 11 (H200: kb76 bf16
+// fwd+bwd 35.5 -> 33.0 ms); CONVKIT_GI_INTERLEAVE=torch takes torch's copy instead (dispatch.cpp).
 #include <cstdint>
 #include <cstring>
 

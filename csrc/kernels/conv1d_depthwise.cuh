@@ -560,20 +560,6 @@ template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total, 
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
 }
 
-// CONVKIT_DW_HANKEL_FWD=1 (an experiment, read once per process): the 16-bit long-kernel forward (variant 8)
-// runs the Hankel kernel (variant 11, conv1d_depthwise_direct.cuh) instead, so the tests can run it
-// before the micro-benchmark has picked it.
-inline bool hankel_forward_switch() {
-  static const bool on = env_equals("CONVKIT_DW_HANKEL_FWD", "1");
-  return on;
-}
-// CONVKIT_DW_HANKEL_BWD=1 likewise: the 16-bit long-kernel ring backward (variant 6) computes grad-input
-// by the Hankel product on swizzled windows (variant 7).
-inline bool hankel_backward_switch() {
-  static const bool on = env_equals("CONVKIT_DW_HANKEL_BWD", "1");
-  return on;
-}
-
 // A grid-stride loop wants every block resident at once (a block that starts late finishes late):
 // as many blocks as fit on the GPU, or fewer when there are fewer tiles.
 template <typename Kernel> unsigned resident_grid(Kernel kernel, int64_t tiles, int64_t smem, int num_sms) {
@@ -600,9 +586,8 @@ template <typename T, int K, int S, int D, int V, int kVariant>
 cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * V);
   if (tiles == 0) return cudaSuccess;
-  if constexpr ((kVariant == 8 || kVariant == 11) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2 && V % 8 == 0) {
-    if ((kVariant == 11 || hankel_forward_switch()) && fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
-      // (variant 8 compiles this kernel too, for the switch)
+  if constexpr (kVariant == 11 && K > 0 && S == 1 && D > 0 && sizeof(T) == 2 && V % 8 == 0) {
+    if (fwd_pipelined_ok<T>(p, K, D) && p.w_dtype == p.dtype) {
       launch_warp_runs(conv1d_fwd_dw_hankel_kernel<T, K, D, V, 3>,
                        p.batch * p.out_channels * ceil_div(p.out_length, int64_t{32} * V), p, stream);
       return cudaGetLastError();
@@ -690,11 +675,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   if constexpr ((kVariant == 6 || kVariant == 7) && K > 0 && S == 1 && D > 0 && sizeof(T) == 2) {
     if (bwd_toeplitz_ring_ok(p, V)) {
       const int64_t chunks = p.batch * C * ceil_div(std::max(p.in_length, p.out_length), int64_t{32} * V);
-      if (kVariant == 7 || hankel_backward_switch()) {
-        launch_warp_runs(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, true>, chunks, p, stream);
-      } else if constexpr (kVariant == 6) {
-        launch_warp_runs(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3>, chunks, p, stream);
-      }
+      launch_warp_runs(conv1d_bwd_dw_toeplitz_ring_kernel<T, K, D, V, 3, kVariant == 7>, chunks, p, stream);
       launched = true;
     }
   }

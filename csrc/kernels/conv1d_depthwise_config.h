@@ -15,7 +15,11 @@
 //             7 the same with a Hankel grad-input on swizzled windows (else 5)
 //             (see launch_fwd / launch_bwd).
 //   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
-//             micro-benchmark's K31 rows: the 16-bit Toeplitz forward is the fastest there by 20-50 %,
+//             micro-benchmark's K31 rows: the 16-bit Hankel forward (11) is the fastest there (session 11,
+//             conformer bf16: 0.0627 ms against 0.0742 for the Toeplitz forward (8) and 0.0772 for its ring
+//             version (10); product bench 0.072 -> 0.060 ms), and the Hankel grad-input in the ring backward (7)
+//             edges out variant 6 (0.1390 against 0.1402 ms); before that the 16-bit Toeplitz forward was the
+//             fastest by 20-50 %,
 //             fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than the
 //             streaming kernels; the 16-bit backward is the Toeplitz one (grad-input and grad-weight on
 //             tensor cores) with its per-warp ring (session 7, conformer bf16 backward: pipelined 0.212 ms,
@@ -37,11 +41,11 @@
 
 #define CONVKIT_DW_FWD_LONG_K 15
 #define CONVKIT_DW_FWD_V_16BIT_LONG_K 16
-#define CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K 8
+#define CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K 11
 #define CONVKIT_DW_FWD_V_FP32_LONG_K 16
 #define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
 #define CONVKIT_DW_BWD_LONG_K 15
-#define CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K 6
+#define CONVKIT_DW_BWD_VARIANT_16BIT_LONG_K 7
 #define CONVKIT_DW_BWD_VARIANT_FP32_LONG_K 1
 
 // Resident blocks per SM the 16-bit streaming kernels with 2 units per thread ask the compiler for
@@ -63,7 +67,7 @@
 #endif
 // ... and the Hankel forward (variant 11): uncapped, ptxas takes 135-164 registers for K 31 (the
 // compiler's choice, not the kernel's need); capped at 85 (6 blocks) it takes 74-77 without spills,
-// while the 128-register cap (4 blocks) spills. Not yet measured on the GPU.
+// while the 128-register cap (4 blocks) spills. Other caps not yet measured on the GPU.
 #ifndef CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS
 #define CONVKIT_DW_HANKEL_FWD_MIN_BLOCKS 6
 #endif
