@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "activation.cuh"
 #include "common.cuh"
@@ -299,6 +300,7 @@ struct HankelCfg {
   // 16-deep blocks of W that hold a tap for window offset e (outputs reach t = 15 + e + KD); kSteps for any e < 8
   __host__ __device__ static constexpr int steps(int e) { return (16 + e + KD + 15) / 16; }
   static constexpr int kSteps = steps(7);
+  static_assert(steps(0) >= kSteps - 1, "a launch uses kSteps or kSteps - 1 blocks (hankel_outputs)");
   static constexpr int kChunk = 32 * V;                   // outputs per warp and ring slot
   static constexpr int kGroups = kChunk / 256;
   // ldmatrix reads slots up to 32 * (kGroups - 1) + 31 + 2 * (kSteps - 1); an even count keeps the
@@ -358,35 +360,44 @@ __device__ __forceinline__ void store4_16bit(unsigned short* row, int64_t stride
     if (j + e < len) row[(j + e) * stride] = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
 }
 
-// The warp's outputs [j0, j0 + 256 * kGroups) of one row (those below len) from its swizzled window at
-// shared address win, whose slot `base` starts at x[j0 - P - e]: A W + bias, through the activation.
-// Blocks s >= n_steps of W are zero for this e and skipped.
-template <typename T, int kSteps, int kGroups>
-__device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2], int n_steps, uint32_t win, int base,
-                                               float bias, int activation, unsigned short* row, int64_t stride,
-                                               int64_t j0, int64_t len) {
+// Calls f(std::true_type{}) or f(std::false_type{}): a run-time flag as a template argument.
+template <typename F> __device__ __forceinline__ void with_flag(bool on, F&& f) {
+  if (on) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+// hankel_outputs with its per-chunk choices as template arguments: kN blocks of W (the others are zero
+// for this window offset) and kDirect (the whole chunk lies in an 8-byte aligned contiguous row: plain 8-byte
+// stores without checks). Per-store checks and per-block branches were a large part of the Hankel forward's
+// instructions (ncu, session 11: 523 per 512-output chunk, 12 of them HMMA). (The activation as a third
+// template flag made the forward spill at its 80-register cap.)
+template <typename T, int kSteps, int kGroups, int kN, bool kDirect>
+__device__ __forceinline__ void hankel_chunk(const uint32_t (&b)[kSteps][2][2], uint32_t win, int base, float bias,
+                                             int activation, unsigned short* row, int64_t stride, int64_t j0,
+                                             int64_t len) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   // ldmatrix.x4: lane l gives the address of row l % 8 of matrix l / 8, and the matrices (rows 0-7 | 8-15)
   // x (t 0-7 | 8-15) are the A fragment's registers in order: the lane's A row is i = l % 8 + 8 * ((l / 8) % 2),
   // its 8 columns start at t = 8 * (l / 16), i.e. slot base + 2i + l / 16 (+ 2s for block s, + 32 per
   // group). Adding 32 keeps a slot's swizzle, so the lane's addresses are fixed per block s.
   const int slot0 = base + 2 * (lane % 8 + 8 * ((lane / 8) % 2)) + lane / 16;
-  uint32_t addr[kSteps];
+  uint32_t addr[kN];
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s) addr[s] = win + 16 * swizzled_slot(slot0 + 2 * s);
+  for (int s = 0; s < kN; ++s) addr[s] = win + 16 * swizzled_slot(slot0 + 2 * s);
 #pragma unroll
   for (int r = 0; r < kGroups; ++r) {
     float c[2][4];
 #pragma unroll
     for (int e = 0; e < 8; ++e) c[e / 4][e % 4] = bias;
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      if (s < n_steps) {
-        uint32_t a[4];
-        tc::ldsm_x4(addr[s] + 512 * r, a[0], a[1], a[2], a[3]);
-        tc::mma16816<T>(c[0], a, b[s][0][0], b[s][0][1]);
-        tc::mma16816<T>(c[1], a, b[s][1][0], b[s][1][1]);
-      }
+    for (int s = 0; s < kN; ++s) {
+      uint32_t a[4];
+      tc::ldsm_x4(addr[s] + 512 * r, a[0], a[1], a[2], a[3]);
+      tc::mma16816<T>(c[0], a, b[s][0][0], b[s][0][1]);
+      tc::mma16816<T>(c[1], a, b[s][1][0], b[s][1][1]);
     }
     // c[h][0], c[h][1]: row g, columns 2q, 2q + 1 of half h = outputs 16g + 4q + 2h, +1; c[h][2..3]: row g + 8.
 #pragma unroll
@@ -396,10 +407,31 @@ __device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2]
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] = activate(activation, v[e]);
       }
-      store4_16bit(row, stride, j0 + 256 * r + 128 * half + 16 * g + 4 * q, len,
-                   tc::bits16<T>(v[0]) | (tc::bits16<T>(v[1]) << 16), tc::bits16<T>(v[2]) | (tc::bits16<T>(v[3]) << 16));
+      const uint32_t lo = tc::bits16<T>(v[0]) | (tc::bits16<T>(v[1]) << 16);
+      const uint32_t hi = tc::bits16<T>(v[2]) | (tc::bits16<T>(v[3]) << 16);
+      if constexpr (kDirect) {
+        *reinterpret_cast<uint2*>(row + j0 + 256 * r + 128 * half + 16 * g + 4 * q) = make_uint2(lo, hi);
+      } else {
+        store4_16bit(row, stride, j0 + 256 * r + 128 * half + 16 * g + 4 * q, len, lo, hi);
+      }
     }
   }
+}
+
+// The warp's outputs [j0, j0 + 256 * kGroups) of one row (those below len) from its swizzled window at
+// shared address win, whose slot `base` starts at x[j0 - P - e]: A W + bias, through the activation.
+// Blocks s >= n_steps of W are zero for this e and skipped (n_steps is kSteps or kSteps - 1).
+template <typename T, int kSteps, int kGroups>
+__device__ __forceinline__ void hankel_outputs(const uint32_t (&b)[kSteps][2][2], int n_steps, uint32_t win, int base,
+                                               float bias, int activation, unsigned short* row, int64_t stride,
+                                               int64_t j0, int64_t len) {
+  const bool direct = stride == 1 && j0 + 256 * kGroups <= len && (reinterpret_cast<uintptr_t>(row + j0) & 7) == 0;
+  with_flag(n_steps == kSteps, [&](auto all_steps) {
+    with_flag(direct, [&](auto direct_c) {
+      hankel_chunk<T, kSteps, kGroups, decltype(all_steps)::value ? kSteps : kSteps - 1, decltype(direct_c)::value>(
+          b, win, base, bias, activation, row, stride, j0, len);
+    });
+  });
 }
 
 // A warp's position (b, c, chunk) in units u = (b * C + c) * chunks + chunk, stepped without divisions.

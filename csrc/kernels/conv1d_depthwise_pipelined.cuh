@@ -50,12 +50,18 @@ template <typename T, bool kSwizzle = false>
 __device__ __forceinline__ void issue_window(uint4* dst, const T* row, int64_t q0, int64_t len, int nslots,
                                              int first = threadIdx.x, int step = blockDim.x) {
   constexpr int VE = VecOf<T>::kElems;
+  // The window's elements before the row (lead) and up to the row's end (avail), clamped to the window so
+  // that the per-slot bounds run in 32 bits (the 64-bit form cost the Hankel forward ~25 instructions a slot).
+  const int64_t span = int64_t{nslots} * VE;
+  const int lead = static_cast<int>(q0 < 0 ? (-q0 < span ? -q0 : span) : 0);
+  const int avail = static_cast<int>(len - q0 < 0 ? 0 : (len - q0 < span ? len - q0 : span));
+  const T* win = row + q0;
   for (int s = first; s < nslots; s += step) {
-    const int64_t q = q0 + static_cast<int64_t>(s) * VE;
-    const int64_t valid = q < 0 ? 0 : (len - q < VE ? (len - q > 0 ? len - q : 0) : VE);
+    const int o = s * VE;
+    const int valid = o < lead ? 0 : min(max(avail - o, 0), VE);
     cp_async16(dst + (kSwizzle ? swizzled_slot(s) : s),
-               valid > 0 ? static_cast<const void*>(row + q) : static_cast<const void*>(row),
-               static_cast<int>(valid * sizeof(T)));
+               valid > 0 ? static_cast<const void*>(win + o) : static_cast<const void*>(row),
+               valid * static_cast<int>(sizeof(T)));
   }
 }
 
