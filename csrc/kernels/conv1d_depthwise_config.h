@@ -18,7 +18,8 @@
 //             micro-benchmark's K31 rows: the 16-bit Hankel forward (11) is the fastest there (session 11,
 //             conformer bf16: 0.0627 ms against 0.0742 for the Toeplitz forward (8) and 0.0772 for its ring
 //             version (10); product bench 0.072 -> 0.060 ms), and the Hankel grad-input in the ring backward (7)
-//             edges out variant 6 (0.1390 against 0.1402 ms); before that the 16-bit Toeplitz forward was the
+//             edges out variant 6 (0.1390 against 0.1402 ms); after the Hankel chunk's direct stores, V 32
+//             (1024-output chunks) beat V 16 in the micro-benchmark: 0.0479 against 0.0534 ms); before that the 16-bit Toeplitz forward was the
 //             fastest by 20-50 %,
 //             fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than the
 //             streaming kernels; the 16-bit backward is the Toeplitz one (grad-input and grad-weight on
@@ -40,7 +41,7 @@
 #define CONVKIT_DW_BWD_VARIANT_FP32 4
 
 #define CONVKIT_DW_FWD_LONG_K 15
-#define CONVKIT_DW_FWD_V_16BIT_LONG_K 16
+#define CONVKIT_DW_FWD_V_16BIT_LONG_K 32
 #define CONVKIT_DW_FWD_VARIANT_16BIT_LONG_K 11
 #define CONVKIT_DW_FWD_V_FP32_LONG_K 16
 #define CONVKIT_DW_FWD_VARIANT_FP32_LONG_K 6
