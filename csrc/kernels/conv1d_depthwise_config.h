@@ -15,17 +15,13 @@
 //             7 the same with a Hankel grad-input on swizzled windows (else 5)
 //             (see launch_fwd / launch_bwd).
 //   *_LONG_K  forward / backward for K >= CONVKIT_DW_{FWD,BWD}_LONG_K (set by hand from the
-//             micro-benchmark's K31 rows: the 16-bit Hankel forward (11) is the fastest there (session 11,
+//             micro-benchmark's K31 rows): the 16-bit Hankel forward (11) is the fastest there (session 11,
 //             conformer bf16: 0.0627 ms against 0.0742 for the Toeplitz forward (8) and 0.0772 for its ring
-//             version (10); product bench 0.072 -> 0.060 ms), and the Hankel grad-input in the ring backward (7)
-//             edges out variant 6 (0.1390 against 0.1402 ms); after the Hankel chunk's direct stores, V 32
-//             (1024-output chunks) beat V 16 in the micro-benchmark: 0.0479 against 0.0534 ms); before that the 16-bit Toeplitz forward was the
-//             fastest by 20-50 %,
-//             fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than the
-//             streaming kernels; the 16-bit backward is the Toeplitz one (grad-input and grad-weight on
-//             tensor cores) with its per-warp ring (session 7, conformer bf16 backward: pipelined 0.212 ms,
-//             Toeplitz 0.156, with the ring 0.141); the picker's one choice per dtype class is made on
-//             the short kernels).
+//             version (10); after the Hankel chunk's direct stores V 32, i.e. 1024-output chunks, beat V 16:
+//             0.0479 against 0.0534 ms), and the Hankel grad-input in the ring backward (7) edges out
+//             variant 6 (0.1390 against 0.1402 ms; session 7: pipelined 0.212 ms, Toeplitz 0.156, with the
+//             ring 0.141); fp32 keeps the pipelined forward and backward, which are 1.5-2x faster there than
+//             the streaming kernels. (The picker's one choice per dtype class is made on the short kernels.)
 // Streaming variants (fwd 9, bwd 4) double V for 16-bit types on rows that fill the bigger block
 // (stream_vec). Session 5 micro-benchmark (benchmarks/NOTES.md): streaming fwd 87.8-95.6 % of the
 // floor on kb_dw_k3 / shortconv (direct: 73-75 %), fp32 94-96 %; bwd 77-91 %.
