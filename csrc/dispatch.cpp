@@ -418,8 +418,8 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
 }
 
 // CONVKIT_GI_UNIFIED=1 (an experiment, read once; measured slower on the H200 in session 11: kb76 bf16
-// fwd+bwd 35.5 -> 37.9 ms, w2v_k3s2 39.9 -> 40.6, so off by default): the dense grad-input at stride S > 1 as ONE forward
-// convolution of dy instead of one per phase. Phase rho's tap k reads dy at offset
+// fwd+bwd 35.5 -> 37.9 ms, w2v_k3s2 39.9 -> 40.6, so off by default): the dense grad-input at stride
+// S > 1 as ONE forward convolution of dy instead of one per phase. Phase rho's tap k reads dy at offset
 // o = (rho + P - k*D) / S from its output m (see grad_input_phases); with o_min / o_max over all phases'
 // taps, output channel rho * Cin + ci of a convolution with K' = o_max - o_min + 1 taps (dilation 1,
 // stride 1) and weight W'[rho * Cin + ci, co, o - o_min] = w[co, ci, k] (zero where a phase has no tap)

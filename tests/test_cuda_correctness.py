@@ -412,9 +412,9 @@ def test_depthwise_toeplitz_ring_backward(length, poison_outputs):
 # registers, 8-byte stores straight from the accumulators). The window offset e = -P mod 8 takes every value
 # 0..7 (at K 31, e >= 3 needs a fourth W block); asymmetric paddings through the custom op reach y rows that
 # are 2-byte aligned (odd length), symmetric ones rows 16-, 8- and 4-byte aligned (L 2048 with P 15 / 1 / 0).
-# Lengths: part of a 512-output chunk, whole chunks, chunks and a part; a channel multiplier; activations; no
-# bias; and a case with ~20 chunks per warp, so that each warp's ring slots are refilled and its run crosses
-# rows and channels.
+# Lengths: part of a 1024-output chunk (V 32), whole chunks, chunks and a part; a channel multiplier;
+# activations; no bias; and a case with ~10 chunks per warp (more than its 3 ring slots), so that each warp's
+# ring slots are refilled and its run crosses rows and channels.
 HANKEL_FWD_CASES = [  # B, C, multiplier, K, L, padding (int, 'causal' or (left, right)), activation, bias
     (2, 5, 1, 31, 640, 15, None, True), (2, 5, 1, 31, 2048, 15, "silu", True), (2, 3, 1, 31, 4096 + 64, 15, None, True),
     (2, 5, 1, 31, 2048, 1, None, True), (2, 5, 1, 31, 2048, 0, "gelu", True), (1, 4, 1, 31, 1000, 3, None, False),
