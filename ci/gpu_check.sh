@@ -11,6 +11,7 @@
 #                                        # build, then Nsight Compute on one forward + backward per case
 #                                        # (ci/profile_cases.py): $OUT/ncu.txt
 #   bash ci/gpu_check.sh micro           # only the kernel micro-benchmark (ci/dw_micro.cu) into micro.log
+#                                        # (parts MICRO_PARTS, default 1-8; MICRO_FLAGS, MICRO_FLAGS2 as below)
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
 #                                        # the fastest correct ones into csrc/kernels/conv1d_depthwise_config.h
 #                                        # (ci/pick_dw_config.py), then build + tests + benchmark with them
@@ -21,6 +22,7 @@
 #   MICRO_PARTS="5" MICRO_FLAGS=-DLONG_K bash ci/gpu_check.sh all
 #                                        # also these parts of the micro-benchmark (ci/dw_micro.cu), compiled
 #                                        # while the package builds and run after the rest, into micro.log
+#                                        # (MICRO_FLAGS2="...": the same parts again with those flags)
 #
 # The device tool brings back at most 8 files from $OUT: this writes summary.txt (GPU, build, config,
 # test counts), build.log, tests.log, bench.json / bench.log (bench2.* with BENCH2_ARGS), extra.log.
@@ -38,12 +40,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/summary.txt"
 
 if [ "$what" = micro ]; then  # the micro-benchmark only (MICRO_FLAGS=-DQUICK: current choices vs streaming)
-  for n in 1 2 3 4 5 6 7 8; do
-    nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n ${MICRO_FLAGS:-} "$repo/ci/dw_micro.cu" -o /tmp/dw_micro$n &
-  done
-  wait
-  for n in 1 2 3 4 5 6 7 8; do timeout 120 /tmp/dw_micro$n; done 2>&1 | tee "$OUT/micro.log"
-  exit 0
+  MICRO_PARTS=${MICRO_PARTS:-1 2 3 4 5 6 7 8}
 fi
 
 if [ "$what" = tune ]; then
@@ -60,11 +57,17 @@ if [ -n "${MICRO_PARTS:-}" ]; then  # compiled beside the package build, run at 
   for n in $MICRO_PARTS; do
     nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n ${MICRO_FLAGS:-} "$repo/ci/dw_micro.cu" \
       -o /tmp/dw_micro$n > /tmp/dw_micro$n.log 2>&1 &
+    if [ -n "${MICRO_FLAGS2:-}" ]; then  # the same parts with other flags (e.g. a register cap), run after
+      nvcc -O3 -std=c++17 -arch=sm_90a -I "$repo/csrc" -DPART=$n ${MICRO_FLAGS2} "$repo/ci/dw_micro.cu" \
+        -o /tmp/dw_micro${n}b > /tmp/dw_micro${n}b.log 2>&1 &
+    fi
   done
 fi
 
 # Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
 t0=$(date +%s)
+[ "$what" = micro ] && what=micro_only
+if [ "$what" != micro_only ]; then
 wheels=$(mktemp -d)
 if ! (cd "$repo" && $PY -m pip wheel --no-build-isolation --no-deps -v -w "$wheels" . >"$OUT/build.log" 2>&1 \
       && $PY -m pip install --no-deps --force-reinstall "$wheels"/convkit-*.whl >>"$OUT/build.log" 2>&1); then
@@ -74,6 +77,7 @@ if ! (cd "$repo" && $PY -m pip wheel --no-build-isolation --no-deps -v -w "$whee
 fi
 echo "build: $(( $(date +%s) - t0 )) s (MAX_JOBS=$MAX_JOBS, TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST), wheel $(basename "$wheels"/convkit-*.whl)" | tee -a "$OUT/summary.txt"
 (cd /tmp && $PY -m convkit --info) | tee -a "$OUT/summary.txt"
+fi
 
 # Run from outside the source tree so the installed package, not python/, is what gets tested.
 cd /tmp
@@ -110,7 +114,12 @@ if [ -n "${EXTRA_CMD:-}" ]; then
 fi
 if [ -n "${MICRO_PARTS:-}" ]; then
   wait
-  for n in $MICRO_PARTS; do cat /tmp/dw_micro$n.log; timeout 120 /tmp/dw_micro$n; done > "$OUT/micro.log" 2>&1 || status=1
+  for n in $MICRO_PARTS; do
+    echo "== part $n: ${MICRO_FLAGS:-}"; cat /tmp/dw_micro$n.log; timeout 120 /tmp/dw_micro$n
+    if [ -n "${MICRO_FLAGS2:-}" ]; then
+      echo "== part $n: $MICRO_FLAGS2"; cat /tmp/dw_micro${n}b.log; timeout 120 /tmp/dw_micro${n}b
+    fi
+  done > "$OUT/micro.log" 2>&1 || status=1
   grep -E "WRONG|error" "$OUT/micro.log" | head -20
 fi
 grep -E "^(build|tests):" "$OUT/summary.txt"

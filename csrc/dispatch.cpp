@@ -3,7 +3,17 @@
 // only Conv1dParams. Python (python/convkit/) has already validated and normalised every argument;
 // the checks here are the last line of defence, so a bad call from anywhere is an exception, never a
 // CUDA fault.
-#include <torch/extension.h>
+// ATen's tensor class and the few operators used here, and torch's pybind11 casters: not
+// <torch/extension.h>, which pulls in the whole C++ frontend and tripled this file's compile time.
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gelu_backward.h>
+#include <ATen/ops/silu_backward.h>
+#include <ATen/ops/threshold_backward.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/utils/pybind.h>
 
 // c10's stream and guard headers only: ATen/cuda/CUDAContext.h would pull in cuBLAS/cuSPARSE headers,
 // which a bare CUDA toolkit may lack and which cost compile time.
@@ -42,18 +52,21 @@ DType dtype_of(const at::Tensor& t) {
 // An attribute of the current device (the caller holds a device guard), read once per device (64 devices at most; beyond that the
 // fallback). Atomics because calls can come from several threads.
 template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
-  static std::atomic<int> cache[64];  // 0: not read yet
+  static std::atomic<int> cache[64];  // the value + 1; 0: not read yet
   int dev = 0;
   C10_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64) return fallback;
-  int v = cache[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
-    cache[dev].store(v, std::memory_order_relaxed);
-  }
+  const int cached = cache[dev].load(std::memory_order_relaxed);
+  if (cached != 0) return cached - 1;
+  int v = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
+  cache[dev].store(v + 1, std::memory_order_relaxed);
   return v;
 }
 int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(132); }
+int sm_arch() {
+  return 10 * device_attribute<cudaDevAttrComputeCapabilityMajor>(9) + device_attribute<cudaDevAttrComputeCapabilityMinor>(0);
+}
 int smem_optin_limit() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024); }
 
 cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
@@ -120,6 +133,7 @@ Conv1dParams make_params(int64_t B, int64_t Cin, int64_t Cout, int64_t L, int64_
   p.groups = groups;
   p.dtype = dtype_of(like);
   p.num_sms = sm_count();
+  p.sm_arch = sm_arch();
   return p;
 }
 
@@ -178,11 +192,12 @@ struct Choice {
   bool specialised = false;  // a fixed-(K, S, D) entry of the table (choose_backward)
 };
 
+// The table entry for p's (K, S, D) with kernels for p's dtype, or nullptr.
 const SpecEntry* find_spec(const char* family, const Conv1dParams& p) {
   for (int i = 0; i < kNumSpecEntries; ++i) {
     const SpecEntry& e = kSpecEntries[i];
     if (std::strcmp(e.family, family) == 0 && e.kernel_size == p.kernel_size && e.stride == p.stride &&
-        e.dilation == p.dilation)
+        e.dilation == p.dilation && e.forward[static_cast<int>(p.dtype)] != nullptr)
       return &e;
   }
   return nullptr;

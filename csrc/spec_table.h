@@ -12,7 +12,7 @@ struct SpecEntry {
   int kernel_size;
   int stride;
   int dilation;
-  LaunchFn forward[4];   // indexed by DType
+  LaunchFn forward[4];   // indexed by DType; nullptr: no kernels for that dtype (float64), the generic ones run
   LaunchFn backward[4];  // indexed by DType
 };
 

@@ -608,7 +608,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
     }
   }
   if constexpr (kVariant == 9 && K > 0 && S > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
-    const int v = stream_vec(sizeof(T), p.out_length, V, S);
+    const int v = stream_vec(sizeof(T), p.out_length, V, S, p.sm_arch);
     const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       const int mode = stream_pad_mode(p.pad_left, K, D);
@@ -626,8 +626,9 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
     }
   }
   // (9: the streaming kernel covers every call the pipelined one could take but rows of 2^30+
-  // elements, which take the staged kernel: not compiling the pipelined one keeps the build short.)
-  if constexpr (kVariant > 0 && kVariant != 9 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
+  // elements, which take the staged kernel: not compiling the pipelined one keeps the build short.
+  // 11: likewise the direct kernel above leaves the pipelined one only grids of 2^31+ blocks.)
+  if constexpr (kVariant > 0 && kVariant != 9 && kVariant != 11 && K > 0 && S > 0 && D > 0 && sizeof(T) < 8) {
     if (fwd_pipelined_ok<T>(p, K, D)) {
       constexpr int kStages = 4;
       // 1-4: interleaved runs (2, 4), grid-stride order (3, 4); 5, 6: contiguous runs with
@@ -664,7 +665,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   bool launched = false;
   if constexpr (kVariant == 4 && K > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
     const int64_t len = bwd_stream_len(p);
-    const int v = stream_vec(sizeof(T), len, V, S);
+    const int v = stream_vec(sizeof(T), len, V, S, p.sm_arch);
     if (bwd_stream_ok(p, v)) {
       const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
       const int mode = stream_pad_mode(p.pad_left, K, D);
@@ -746,7 +747,7 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   }
   if (specialised && variant == 4) {
     const int size = dtype_bytes(p.dtype);
-    const int vs = stream_vec(size, bwd_stream_len(p), v, p.stride);
+    const int vs = stream_vec(size, bwd_stream_len(p), v, p.stride, p.sm_arch);
     if (bwd_stream_ok(p, vs)) {
       p.weight_splits = stream_bwd_splits(p, vs);
       return p.weight_splits * (C * p.kernel_size + C);
@@ -774,14 +775,15 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
   return dw::launch_bwd<T, K, S, D, dw::bwd_vec<T>(), dw::bwd_variant_for<T, K>()>(p, stream);
 }
 
+// One table entry's launchers. float64 has none: it takes the runtime-shape kernels
+// (conv1d_depthwise_generic.cu), which keeps float64 (a reference and gradcheck dtype, not a speed one)
+// out of every entry's compile time.
 #define CONVKIT_INSTANTIATE_DEPTHWISE(K, S, D)                                                          \
   template cudaError_t launch_conv1d_fwd_depthwise<DType::kFloat32, K, S, D>(const Conv1dParams&, cudaStream_t);  \
   template cudaError_t launch_conv1d_fwd_depthwise<DType::kFloat16, K, S, D>(const Conv1dParams&, cudaStream_t);  \
   template cudaError_t launch_conv1d_fwd_depthwise<DType::kBFloat16, K, S, D>(const Conv1dParams&, cudaStream_t); \
-  template cudaError_t launch_conv1d_fwd_depthwise<DType::kFloat64, K, S, D>(const Conv1dParams&, cudaStream_t);  \
   template cudaError_t launch_conv1d_bwd_depthwise<DType::kFloat32, K, S, D>(const Conv1dParams&, cudaStream_t);  \
   template cudaError_t launch_conv1d_bwd_depthwise<DType::kFloat16, K, S, D>(const Conv1dParams&, cudaStream_t);  \
-  template cudaError_t launch_conv1d_bwd_depthwise<DType::kBFloat16, K, S, D>(const Conv1dParams&, cudaStream_t); \
-  template cudaError_t launch_conv1d_bwd_depthwise<DType::kFloat64, K, S, D>(const Conv1dParams&, cudaStream_t);
+  template cudaError_t launch_conv1d_bwd_depthwise<DType::kBFloat16, K, S, D>(const Conv1dParams&, cudaStream_t);
 
 }  // namespace convkit

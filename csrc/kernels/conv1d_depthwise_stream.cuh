@@ -185,13 +185,31 @@ inline int64_t stream_blocks(int64_t rows, int64_t len, int V) {
   return len < (int64_t{1} << 30) ? direct_tiles(rows, len, V) : 0;
 }
 
+// The streaming kernels at the extra widths of stream_vec (2V, V/2) exist for sm_90 and newer (the SASS
+// for sm_90 and the compute_90 PTX); the sm_80 SASS has only the configured width V. The widths were
+// tuned on the H200, and leaving them out of the sm_80 pass keeps the package's build within its budget
+// on the 2-core CI machine (they are most of the streaming kernels).
+constexpr int kStreamWidthsMinArch = 90;
+
+// Whether this compilation pass builds the streaming kernel of width V whose configured width is kBase
+// (the kernels trap otherwise; stream_vec never picks them there).
+template <int V, int kBase> __host__ __device__ constexpr bool stream_width_built() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  return V == kBase;
+#else
+  return true;
+#endif
+}
+
 // Outputs per thread of a streaming launch over rows of `len`: the configured V, doubled for 16-bit
 // types when a row fills a block of the doubled size (on the H200 that was 5-15 % faster on rows of
-// 4096+ outputs and up to 40 % slower on rows of 2048, where half of the bigger block idles), halved
-// at stride 2 when a row fits in half a block (stride 2 halves the output rows: mamba's shape at
-// stride 2, 1024 outputs, left half of each V = 16 block idle and ran at 22-39 % of the floor).
-// launch_fwd / launch_bwd and plan_bwd must agree, hence one function.
-inline int stream_vec(int elem_size, int64_t len, int V, int64_t stride) {
+// 4096+ outputs, 10-19 % for K 7 and 9, and up to 40 % slower on rows of 2048, where half of the bigger
+// block idles), halved at stride 2 when a row fits in half a block (stride 2 halves the output rows:
+// mamba's shape at stride 2, 1024 outputs, left half of each V = 16 block idle and ran at 22-39 % of
+// the floor); always V on devices before sm_90 (`arch`, Conv1dParams::sm_arch). launch_fwd / launch_bwd
+// and plan_bwd must agree, hence one function.
+inline int stream_vec(int elem_size, int64_t len, int V, int64_t stride, int arch) {
+  if (arch < kStreamWidthsMinArch) return V;
   const int ve = 16 / elem_size;
   if (elem_size == 2 && ceil_div(len, ve) >= int64_t{kThreads} * (2 * V / ve)) return 2 * V;
   if (stride == 2 && V / 2 >= ve && V % (2 * ve) == 0 && len <= int64_t{kThreads} * (V / 2)) return V / 2;
@@ -253,6 +271,9 @@ __device__ __forceinline__ void fwd_stream_block(const Conv1dParams& p, const T*
 template <typename T, int K, int S, int D, int V, int kPadMode>
 __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_FWD_MIN_BLOCKS, (K - 1) * D, 3))
     conv1d_fwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
+  if constexpr (!stream_width_built<V, fwd_vec<T>()>()) {
+    __trap();  // (not built for this architecture: see kStreamWidthsMinArch)
+  } else {
   using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   const int64_t n_segs = ceil_div(p.out_length, int64_t{Cfg::kTile});
@@ -274,6 +295,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
     if (!edge_only) fwd_stream_block<T, K, S, D, V, kPadMode, true>(p, xrow, yrow, y_off, co, ub, n_units);
   } else if constexpr (kPadMode == 0) {
     fwd_stream_block<T, K, S, D, V, 0, false>(p, xrow, yrow, y_off, co, ub, n_units);
+  }
   }
 }
 
@@ -402,6 +424,9 @@ inline int64_t bwd_stream_len(const Conv1dParams& p) {
 template <typename T, int K, int S, int D, int V, int kPadMode>
 __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_STREAM_BWD_MIN_BLOCKS))
     conv1d_bwd_dw_stream_kernel(const Conv1dParams p, bool edge_only) {
+  if constexpr (!stream_width_built<V, bwd_vec<T>()>()) {
+    __trap();  // (not built for this architecture: see kStreamWidthsMinArch)
+  } else {
   using Cfg = StreamCfg<T, K, S, D, V>;
   constexpr int VE = Cfg::VE, kBlockUnits = Cfg::kTile / VE;
   __shared__ float sums[kThreads / 32][K + 1];
@@ -438,6 +463,7 @@ __global__ void __launch_bounds__(kThreads, stream_min_blocks<T, V>(CONVKIT_DW_S
   }
 
   write_block_partials<K>(p, gw, gb, sums, b * n_segs + seg, c);
+  }
 }
 
 }  // namespace dw
@@ -461,6 +487,9 @@ inline bool stream_has_edge_blocks(int64_t covered, int64_t in_len, int64_t out_
 
 template <typename T, int K, int S, int D, int V>
 void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
+#ifdef CONVKIT_DW_STREAM_RUNTIME_PAD_ONLY  // (micro-benchmark: the run-time padding kernel for every padding)
+  mode = 0;
+#endif
   if (mode == 1) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 1><<<blocks, kThreads, 0, stream>>>(p, false);
   if (mode == 2) conv1d_fwd_dw_stream_kernel<T, K, S, D, V, 2><<<blocks, kThreads, 0, stream>>>(p, false);
   const bool edges = stream_has_edge_blocks(p.out_length, p.in_length, p.out_length, S, int64_t{kThreads} * V,
@@ -470,6 +499,9 @@ void launch_fwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStr
 }
 template <typename T, int K, int S, int D, int V>
 void launch_bwd_stream(const Conv1dParams& p, int mode, unsigned blocks, cudaStream_t stream) {
+#ifdef CONVKIT_DW_STREAM_RUNTIME_PAD_ONLY
+  mode = 0;
+#endif
   const bool dx_aligned = p.grad_x == nullptr || rows_aligned<T>(p.grad_x, p.gx_stride_b, p.gx_stride_c, p.gx_stride_l);
   // The backward's blocks cover bwd_stream_len and need both rows to reach their end.
   const bool edges =
