@@ -112,6 +112,25 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The same for a grad-weight and a grad-bias reduction in one launch (one launch fewer per backward):
+// w_out[i] = sum over s of partial[s * n_w + i], then b_out[i] = sum over s of the bias partials
+// partial[splits * n_w + s * n_b + i] that follow; either output may be null.
+template <typename T>
+__global__ void __launch_bounds__(256) sum_weight_bias_partials_kernel(const void* partials, int64_t splits, int64_t n_w,
+                                                                      void* w_out, int64_t n_b, void* b_out) {
+  using A = typename AccOf<T>::type;
+  const A* part = static_cast<const A*>(partials);
+  const int64_t first = w_out != nullptr ? 0 : n_w, end = b_out != nullptr ? n_w + n_b : n_w;
+  for (int64_t i = first + blockIdx.x * int64_t{256} + threadIdx.x; i < end; i += static_cast<int64_t>(gridDim.x) * 256) {
+    const bool is_w = i < n_w;
+    const int64_t j = is_w ? i : i - n_w, n = is_w ? n_w : n_b;
+    const A* src = part + (is_w ? 0 : splits * n_w) + j;
+    A v = 0;
+    for (int64_t s = 0; s < splits; ++s) v += src[s * n];
+    store<T>(is_w ? w_out : b_out, j, v);
+  }
+}
+
 // Grids are 1-D with a grid-stride loop over tiles, so no launch ever hits the 65535 limit of
 // gridDim.y/z whatever B * C is, and a launch never asks for more blocks than can usefully run.
 inline unsigned grid_for(int64_t tiles, int num_sms, int blocks_per_sm = 16) {
@@ -167,15 +186,13 @@ inline int64_t plan_splits(int64_t want, int64_t chunks, int64_t cap, int64_t pa
 // into w_out, then the splits x n_b bias partials that follow them into b_out (either output may be
 // null), in the type of the weights: T, or fp32 beside fp16/bf16 input.
 template <typename T>
-cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const float* part, int64_t splits, int64_t n_w,
+cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const void* part, int64_t splits, int64_t n_w,
                                      int64_t n_b, void* w_out, void* b_out, cudaStream_t stream) {
+  const int64_t n = (w_out != nullptr ? n_w : 0) + (b_out != nullptr ? n_b : 0);
+  if (n == 0) return cudaGetLastError();
   CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
-    if (w_out != nullptr)
-      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_w, 256), p.num_sms, 8), 256, 0, stream>>>(
-          part, splits, n_w, w_out);
-    if (b_out != nullptr)
-      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_b, 256), p.num_sms, 8), 256, 0, stream>>>(
-          part + splits * n_w, splits, n_b, b_out);
+    sum_weight_bias_partials_kernel<param_t><<<grid_for(ceil_div(n, 256), p.num_sms, 8), 256, 0, stream>>>(
+        part, splits, n_w, w_out, n_b, b_out);
   })
   return cudaGetLastError();
 }

@@ -718,17 +718,9 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
     kernel<<<resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), kThreads, smem, stream>>>(p);
   }
-  const A* part = static_cast<const A*>(p.workspace);
-  const int64_t n_weight = C * p.kernel_size;
-  CONVKIT_DISPATCH_PARAM_TYPE(p, T, {
-    if (p.grad_w != nullptr)
-      sum_partials_kernel<param_t><<<grid_for(ceil_div(n_weight, 256), p.num_sms, 8), 256, 0, stream>>>(
-          part, p.weight_splits, n_weight, p.grad_w);
-    if (p.grad_bias != nullptr)
-      sum_partials_kernel<param_t><<<grid_for(ceil_div(C, 256), p.num_sms, 8), 256, 0, stream>>>(
-          part + p.weight_splits * n_weight, p.weight_splits, C, p.grad_bias);
-  })
-  return cudaGetLastError();
+  // grad-weight and grad-bias from the partial sums (p.workspace: weight_splits x C*K, then weight_splits x C)
+  return sum_weight_bias_partials<T>(p, p.workspace, p.weight_splits, C * p.kernel_size, C, p.grad_w, p.grad_bias,
+                                     stream);
 }
 
 // Splits of the fused backward: about 8 blocks per SM, never more splits than a channel has tiles;
