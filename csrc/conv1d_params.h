@@ -57,7 +57,7 @@ struct Conv1dParams {
   DType dtype;    // x, y, grad_x
   DType w_dtype;  // w, bias, grad_w, grad_bias: == dtype, or kFloat32 with fp16/bf16 input
   int num_sms;
-  int sm_arch;     // the device's compute capability, major * 10 + minor (90 for the H200); 0: unknown
+  int code_arch;   // the virtual architecture of the code the device runs (device_code_arch: 90 on the H200)
   int activation;  // forward epilogue / backward pre-multiplier; see kernels/activation.cuh
 };
 

@@ -64,8 +64,19 @@ template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
   return v;
 }
 int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(132); }
-int sm_arch() {
-  return 10 * device_attribute<cudaDevAttrComputeCapabilityMajor>(9) + device_attribute<cudaDevAttrComputeCapabilityMinor>(0);
+// device_code_arch() of the current device, read once per device: not the compute capability, since an
+// H200 runs compute_80 PTX in a build for "8.0+PTX", and code built for sm_80 lacks some kernels
+// (kStreamWidthsMinArch in kernels/conv1d_depthwise_stream.cuh).
+int code_arch() {
+  static std::atomic<int> cache[64];  // the value + 1; 0: not read yet
+  int dev = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return device_code_arch();
+  const int cached = cache[dev].load(std::memory_order_relaxed);
+  if (cached != 0) return cached - 1;
+  const int v = device_code_arch();
+  cache[dev].store(v + 1, std::memory_order_relaxed);
+  return v;
 }
 int smem_optin_limit() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024); }
 
@@ -133,7 +144,7 @@ Conv1dParams make_params(int64_t B, int64_t Cin, int64_t Cout, int64_t L, int64_
   p.groups = groups;
   p.dtype = dtype_of(like);
   p.num_sms = sm_count();
-  p.sm_arch = sm_arch();
+  p.code_arch = code_arch();
   return p;
 }
 

@@ -374,6 +374,30 @@ def test_depthwise_streaming_kernels(dtype, ksd, padding, length, poison_outputs
     check_case(x, w, b, S, padding, D, C, dtype)
 
 
+def test_depthwise_streaming_width_follows_the_code_architecture(poison_outputs):
+    """The doubled width for 16-bit rows of 4096+ outputs is built only in code for compute_90 and newer
+    (kStreamWidthsMinArch): a device running such code takes it, any other takes the configured width
+    (the others trap there), and the result is right either way."""
+    import re
+    from convkit._config import config
+
+    if ("depthwise", 3, 1, 1) not in (convkit.spec_entries() or []):
+        pytest.skip("entry not in this build's table")
+    C, dtype = 4, torch.bfloat16
+    x, w, b = make_inputs(2, C, C, 3, 8192 + 64, C, dtype)
+    names = cuda_kernel_names(lambda: check_case(x, w, b, 1, 1, 1, C, dtype))
+    widths = {int(m.group(1)) for n in names for m in [re.search(r"conv1d_fwd_dw_stream_kernel<[^,]+, 3, 1, 1, (\d+),", n)]
+              if m}
+    # the code this device runs: SASS of its major version not newer than it, else the newest PTX not newer
+    major, minor = torch.cuda.get_device_capability()
+    dev = 10 * major + minor
+    num = lambda names: [int(a.split("_")[1].rstrip("a")) for a in names]  # 'sm_90a' -> 90
+    sass = [a for a in num(config()["sass"]) if a // 10 == major and a <= dev]
+    ptx = [a for a in num(config()["ptx"]) if a <= dev]
+    runs_90 = max(sass or ptx or [0]) >= 90
+    assert widths == ({32} if runs_90 else {16}), sorted(names)
+
+
 def cuda_kernel_names(fn):
     """Names of the CUDA kernels fn() launches (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile

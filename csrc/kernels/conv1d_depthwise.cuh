@@ -608,7 +608,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
     }
   }
   if constexpr (kVariant == 9 && K > 0 && S > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
-    const int v = stream_vec(sizeof(T), p.out_length, V, S, p.sm_arch);
+    const int v = stream_vec(sizeof(T), p.out_length, V, S, p.code_arch);
     const int64_t n = stream_blocks(p.batch * p.out_channels, p.out_length, v);
     if (fwd_pipelined_ok<T>(p, K, D) && n > 0) {
       const int mode = stream_pad_mode(p.pad_left, K, D);
@@ -665,7 +665,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
   bool launched = false;
   if constexpr (kVariant == 4 && K > 0 && S <= 2 && D > 0 && sizeof(T) < 8) {
     const int64_t len = bwd_stream_len(p);
-    const int v = stream_vec(sizeof(T), len, V, S, p.sm_arch);
+    const int v = stream_vec(sizeof(T), len, V, S, p.code_arch);
     if (bwd_stream_ok(p, v)) {
       const unsigned n = static_cast<unsigned>(stream_blocks(p.batch * C, len, v));
       const int mode = stream_pad_mode(p.pad_left, K, D);
@@ -739,7 +739,7 @@ inline int64_t plan_bwd(Conv1dParams& p, int v, int variant, bool specialised) {
   }
   if (specialised && variant == 4) {
     const int size = dtype_bytes(p.dtype);
-    const int vs = stream_vec(size, bwd_stream_len(p), v, p.stride, p.sm_arch);
+    const int vs = stream_vec(size, bwd_stream_len(p), v, p.stride, p.code_arch);
     if (bwd_stream_ok(p, vs)) {
       p.weight_splits = stream_bwd_splits(p, vs);
       return p.weight_splits * (C * p.kernel_size + C);

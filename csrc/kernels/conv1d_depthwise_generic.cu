@@ -24,4 +24,17 @@ int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p) { return dw::bwd_smem_by
 int64_t plan_depthwise_bwd(Conv1dParams& p, bool specialised) {
   return dw::plan_bwd(p, dw::bwd_vec(p.dtype), dw::bwd_variant(p.dtype, p.kernel_size), specialised);
 }
+
+namespace {
+__global__ void code_arch_probe_kernel() {}
+}  // namespace
+
+int device_code_arch() {
+  cudaFuncAttributes a{};
+  if (cudaFuncGetAttributes(&a, code_arch_probe_kernel) != cudaSuccess) {
+    (void)cudaGetLastError();  // no image for this device: the launches will report it
+    return 0;
+  }
+  return a.ptxVersion;
+}
 }  // namespace convkit

@@ -185,8 +185,8 @@ inline int64_t stream_blocks(int64_t rows, int64_t len, int V) {
   return len < (int64_t{1} << 30) ? direct_tiles(rows, len, V) : 0;
 }
 
-// The streaming kernels at the extra widths of stream_vec (2V, V/2) exist for sm_90 and newer (the SASS
-// for sm_90 and the compute_90 PTX); the sm_80 SASS has only the configured width V. The widths were
+// The streaming kernels at the extra widths of stream_vec (2V, V/2) exist in code for compute_90 and newer
+// (the sm_90 SASS and the compute_90 PTX); code for sm_80 has only the configured width V. The widths were
 // tuned on the H200, and leaving them out of the sm_80 pass keeps the package's build within its budget
 // on the 2-core CI machine (they are most of the streaming kernels).
 constexpr int kStreamWidthsMinArch = 90;
@@ -206,7 +206,8 @@ template <int V, int kBase> __host__ __device__ constexpr bool stream_width_buil
 // 4096+ outputs, 10-19 % for K 7 and 9, and up to 40 % slower on rows of 2048, where half of the bigger
 // block idles), halved at stride 2 when a row fits in half a block (stride 2 halves the output rows:
 // mamba's shape at stride 2, 1024 outputs, left half of each V = 16 block idle and ran at 22-39 % of
-// the floor); always V on devices before sm_90 (`arch`, Conv1dParams::sm_arch). launch_fwd / launch_bwd
+// the floor); always V where the device runs code for an architecture before 90 (`arch`:
+// Conv1dParams::code_arch, the code's and not the device's, see device_code_arch). launch_fwd / launch_bwd
 // and plan_bwd must agree, hence one function.
 inline int stream_vec(int elem_size, int64_t len, int V, int64_t stride, int arch) {
   if (arch < kStreamWidthsMinArch) return V;

@@ -109,5 +109,9 @@ int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p);
 int64_t plan_depthwise_bwd(Conv1dParams& p, bool specialised);
 // The largest kernel size the generic (runtime-K) depthwise backward supports.
 constexpr int kDepthwiseBwdMaxRuntimeK = 32;
+// The virtual architecture of the convkit code the current device runs (cudaFuncAttributes::ptxVersion of
+// a kernel: 80 for the sm_80 SASS or compute_80 PTX, 90 for sm_90's), 0 when it has none:
+// Conv1dParams::code_arch.
+int device_code_arch();
 
 }  // namespace convkit
