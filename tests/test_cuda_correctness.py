@@ -195,6 +195,27 @@ def test_grad_weight_is_deterministic():
         assert torch.equal(gw, grads[0][0]) and torch.equal(gb, grads[0][1])
 
 
+# Grad-weight and grad-bias come out of one partial-sum launch (sum_weight_bias_partials_kernel); these ask
+# for one of them alone, so the launch covers only the weight range or only the bias range.
+@pytest.mark.parametrize("which", ["weight", "bias"])
+@pytest.mark.parametrize("case", [(8, 8, 4, 8, "depthwise"), (8, 16, 3, 1, "dense")], ids=lambda c: c[-1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_weight_or_bias_gradient_alone(which, case, dtype, poison_outputs):
+    Cin, Cout, K, groups, _ = case
+    x, w, b = make_inputs(3, Cin, Cout, K, 2048 + 40, groups, dtype)
+    wr, br = w.clone().requires_grad_(which == "weight"), b.clone().requires_grad_(which == "bias")
+    y = convkit.conv1d(x, wr, br, padding=1, groups=groups)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    _, _, dw_ref, db_ref = reference(x, w, b, dy, 1, 1, 1, 1, groups, None)
+    if which == "weight":
+        assert br.grad is None
+        assert_close(wr.grad, dw_ref, dtype, "grad_weight")
+    else:
+        assert wr.grad is None
+        assert_close(br.grad, db_ref, dtype, "grad_bias")
+
+
 def test_runs_on_current_stream_without_host_sync():
     x, w, b = make_inputs(4, 8, 8, 3, 1000, 1, torch.float32)
     x.requires_grad_()
