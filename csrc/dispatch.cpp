@@ -49,34 +49,40 @@ DType dtype_of(const at::Tensor& t) {
 }
 
 
-// An attribute of the current device (the caller holds a device guard), read once per device (64 devices at most; beyond that the
-// fallback). Atomics because calls can come from several threads.
-template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
-  static std::atomic<int> cache[64];  // the value + 1; 0: not read yet
+// read(dev) for the current device (the caller holds a device guard), read once per device and kept in
+// `cache` (the value + 1; 0: not read yet). Atomics because calls can come from several threads. Devices
+// 64 and up get `beyond(dev)`.
+template <typename Read, typename Beyond>
+int once_per_device(std::atomic<int> (&cache)[64], Read read, Beyond beyond) {
   int dev = 0;
   C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return fallback;
+  if (dev < 0 || dev >= 64) return beyond(dev);
   const int cached = cache[dev].load(std::memory_order_relaxed);
   if (cached != 0) return cached - 1;
-  int v = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
+  const int v = read(dev);
   cache[dev].store(v + 1, std::memory_order_relaxed);
   return v;
 }
+// An attribute of the current device (64 devices at most; beyond that the fallback).
+template <cudaDeviceAttr kAttr> int device_attribute(int fallback) {
+  static std::atomic<int> cache[64];
+  return once_per_device(
+      cache,
+      [](int dev) {
+        int v = 0;
+        C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
+        return v;
+      },
+      [fallback](int) { return fallback; });
+}
 int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(132); }
-// device_code_arch() of the current device, read once per device: not the compute capability, since an
-// H200 runs compute_80 PTX in a build for "8.0+PTX", and code built for sm_80 lacks some kernels
-// (kStreamWidthsMinArch in kernels/conv1d_depthwise_stream.cuh).
+// device_code_arch() of the current device: not the compute capability, since an H200 runs compute_80 PTX
+// in a build for "8.0+PTX", and code built for sm_80 lacks some kernels (kStreamWidthsMinArch in
+// kernels/conv1d_depthwise_stream.cuh).
 int code_arch() {
-  static std::atomic<int> cache[64];  // the value + 1; 0: not read yet
-  int dev = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return device_code_arch();
-  const int cached = cache[dev].load(std::memory_order_relaxed);
-  if (cached != 0) return cached - 1;
-  const int v = device_code_arch();
-  cache[dev].store(v + 1, std::memory_order_relaxed);
-  return v;
+  static std::atomic<int> cache[64];
+  const auto read = [](int) { return device_code_arch(); };
+  return once_per_device(cache, read, read);
 }
 int smem_optin_limit() { return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 * 1024); }
 

@@ -195,6 +195,23 @@ def test_grad_weight_is_deterministic():
         assert torch.equal(gw, grads[0][0]) and torch.equal(gb, grads[0][1])
 
 
+def check_requested_grads(x, w, b, padding, groups, dtype, needs):
+    """Forward + backward (stride 1, dilation 1) with only the tensors named in `needs` ("input", "weight",
+    "bias") requiring grad: the others get no gradient, the requested ones match float64 torch."""
+    pl, pr = resolve_padding(padding, w.shape[2], 1, 1)
+    xr = x.clone().requires_grad_("input" in needs)
+    wr, br = w.clone().requires_grad_("weight" in needs), b.clone().requires_grad_("bias" in needs)
+    y = convkit.conv1d(xr, wr, br, padding=padding, groups=groups)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, pl, pr, 1, groups, None)
+    for what, t, ref in (("grad_input", xr, dx_ref), ("grad_weight", wr, dw_ref), ("grad_bias", br, db_ref)):
+        if t.requires_grad:
+            assert_close(t.grad, ref, dtype, what)
+        else:
+            assert t.grad is None, what
+
+
 # Grad-weight and grad-bias come out of one partial-sum launch (sum_weight_bias_partials_kernel); these ask
 # for one of them alone, so the launch covers only the weight range or only the bias range.
 @pytest.mark.parametrize("which", ["weight", "bias"])
@@ -203,17 +220,7 @@ def test_grad_weight_is_deterministic():
 def test_weight_or_bias_gradient_alone(which, case, dtype, poison_outputs):
     Cin, Cout, K, groups, _ = case
     x, w, b = make_inputs(3, Cin, Cout, K, 2048 + 40, groups, dtype)
-    wr, br = w.clone().requires_grad_(which == "weight"), b.clone().requires_grad_(which == "bias")
-    y = convkit.conv1d(x, wr, br, padding=1, groups=groups)
-    dy = torch.randn_like(y)
-    y.backward(dy)
-    _, _, dw_ref, db_ref = reference(x, w, b, dy, 1, 1, 1, 1, groups, None)
-    if which == "weight":
-        assert br.grad is None
-        assert_close(wr.grad, dw_ref, dtype, "grad_weight")
-    else:
-        assert wr.grad is None
-        assert_close(br.grad, db_ref, dtype, "grad_bias")
+    check_requested_grads(x, w, b, 1, groups, dtype, {which})
 
 
 def test_runs_on_current_stream_without_host_sync():
@@ -539,19 +546,7 @@ def test_depthwise_toeplitz_backward_one_gradient(needs):
         pytest.skip("entry not in this build's table")
     dtype, C, L = torch.bfloat16, 3, 2048 + 512
     x, w, b = make_inputs(2, C, C, 31, L, C, dtype)
-    xr = x.clone().requires_grad_(needs == "input")
-    wr, br = w.clone().requires_grad_(needs == "weight"), b.clone().requires_grad_(needs == "weight")
-    y = convkit.conv1d(xr, wr, br, padding=15, groups=C)
-    dy = torch.randn_like(y)
-    y.backward(dy)
-    _, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, 1, 15, 15, 1, C, None)
-    if needs == "input":
-        assert wr.grad is None
-        assert_close(xr.grad, dx_ref, dtype, "grad_input")
-    else:
-        assert xr.grad is None
-        assert_close(wr.grad, dw_ref, dtype, "grad_weight")
-        assert_close(br.grad, db_ref, dtype, "grad_bias")
+    check_requested_grads(x, w, b, 15, C, dtype, {"input"} if needs == "input" else {"weight", "bias"})
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
