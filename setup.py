@@ -1,8 +1,10 @@
 """Build convkit: the Python package plus the CUDA extension convkit._C.
 
 Environment:
-  TORCH_CUDA_ARCH_LIST   architectures to compile (default "8.0;9.0+PTX": SASS for sm_80 and sm_90,
-                         PTX for compute_90 so newer GPUs can JIT it)
+  TORCH_CUDA_ARCH_LIST   architectures to compile (default "8.0+PTX;9.0a": SASS for sm_80 and for sm_90 with
+                         Hopper's arch-specific instructions (wgmma: the dense tensor-core forward), PTX for
+                         compute_80 so newer GPUs can JIT it). A "9.0a" entry defines CONVKIT_SM90A, which
+                         lets the host pick the sm_90a-only kernels.
   MAX_JOBS               parallel compile jobs (ninja)
   CUDA_HOME / CUDA_PATH  the CUDA toolkit; found automatically otherwise (see find_cuda_home)
   CONVKIT_SKIP_CUDA=1    build the CPU-only package on purpose
@@ -18,7 +20,7 @@ from setuptools import find_packages, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERSION = "0.1.0"
-DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
+DEFAULT_ARCH_LIST = "8.0+PTX;9.0a"
 
 
 def _is_toolkit(root):
@@ -92,13 +94,19 @@ def cuda_extension_or_reason():
             # -g0: Python's own CFLAGS carry -g, which made dispatch.cpp (torch headers) a third slower to compile.
             "cxx": ["-O3", "-g0"],
             # No --use_fast_math: results must match torch to the dtype's rounding.
-            "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"],
+            "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"] + sm90a_flags(),
         },
     )
     print(f"convkit: building the CUDA extension with CUDA_HOME={cuda_home}, "
           f"TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}, torch {torch.__version__}")
     return [ext], {"build_ext": BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None
                                                              or _has_ninja_module())}, None
+
+
+def sm90a_flags():
+    """-DCONVKIT_SM90A when TORCH_CUDA_ARCH_LIST builds sm_90a code (the wgmma kernels exist then)."""
+    items = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").replace(" ", ";").split(";")
+    return ["-DCONVKIT_SM90A"] if any(i.replace("+PTX", "") == "9.0a" for i in items) else []
 
 
 def _has_ninja_module():

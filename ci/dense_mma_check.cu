@@ -4,6 +4,9 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I csrc ci/dense_mma_check.cu csrc/kernels/conv1d_fwd_dense_mma.cu \
 //        -o /tmp/dense_check && /tmp/dense_check            [--quick: skip the big suite shapes; --only NAME]
 //   CONVKIT_DENSE_RING=0 /tmp/dense_check ...   the same without the cp.async x ring (the register path)
+//   --wt: every case with tap-major weights of x's dtype (what dispatch.cpp passes to the wgmma path).
+//   The wgmma kernel (conv1d_fwd_dense_wgmma.cu) runs where it applies when built for sm_90a with
+//   -DCONVKIT_SM90A (add that file to the command); CONVKIT_DENSE_WGMMA=0 compares with the mma kernel.
 //
 // Every case: random x / w / bias, y poisoned with NaN (0xFFFF), launch, compare with the reference
 // (fp32 accumulation of the same rounded inputs): max |y - ref| / max |ref|, NaNs, and writes outside
@@ -146,6 +149,8 @@ __global__ void compare_kernel(const T* y, const float* ref, Conv1dParams p, int
 
 // ---- host -------------------------------------------------------------------------------------
 static int g_sms = 132;
+static int g_arch = 90;
+static bool g_wt = false;  // --wt
 
 static unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, int64_t(g_sms) * 32)); }
 
@@ -155,8 +160,13 @@ struct Result {
 };
 
 template <typename T>
-static Result run_case(const Case& c, bool quick) {
+static Result run_case(const Case& c0, bool quick) {
   Result res;
+  Case c = c0;
+  if (g_wt) {
+    c.w_kmajor = true;
+    c.w_fp32 = false;
+  }
   const int64_t Lout = (c.L + c.padL + c.padR - c.D * (c.K - 1) - 1) / c.S + 1;
   const int64_t cin_g = c.Cin / c.groups;
   Conv1dParams p;
@@ -170,15 +180,17 @@ static Result run_case(const Case& c, bool quick) {
   p.dtype = c.bf16 ? DType::kBFloat16 : DType::kFloat16;
   p.w_dtype = c.w_fp32 ? DType::kFloat32 : p.dtype;
   p.num_sms = g_sms;
+  p.code_arch = g_arch;
   p.activation = c.act;
 
   const bool sup = conv1d_fwd_dense_mma_supports(p);
-  std::printf("%-26s %s B%lld Cin%lld Cout%lld K%lld L%lld S%lld D%lld P%lld/%lld G%lld%s%s%s%s%s%s Lout%lld supports=%d\n",
+  const bool wg = conv1d_fwd_dense_wgmma_supports(p, true);
+  std::printf("%-26s %s B%lld Cin%lld Cout%lld K%lld L%lld S%lld D%lld P%lld/%lld G%lld%s%s%s%s%s%s Lout%lld supports=%d%s\n",
               c.name, c.bf16 ? "bf16" : "fp16", (long long)c.B, (long long)c.Cin, (long long)c.Cout, (long long)c.K,
               (long long)c.L, (long long)c.S, (long long)c.D, (long long)c.padL, (long long)c.padR,
               (long long)c.groups, c.bias ? " bias" : "", c.act ? " act" : "", c.w_fp32 ? " w32" : "",
               (c.xpad || c.xsl != 1 || c.xoff) ? " xview" : "", c.ypad ? " yview" : "", c.w_kmajor ? " wT" : "",
-              (long long)Lout, (int)sup);
+              (long long)Lout, (int)sup, wg ? " wgmma" : "");
   if (quick && c.timed) { std::printf("    skipped (--quick)\n"); return res; }
 
   const int64_t x_elems = c.xoff + c.B * p.x_stride_b;
@@ -235,7 +247,7 @@ static Result run_case(const Case& c, bool quick) {
     std::printf("    max|ref| %.4g  max rel err %.3e (tol %.0e)  nan/inf %llu  stray writes %llu  %s\n", max_ref, rel,
                 tol, (unsigned long long)h.bad, (unsigned long long)h.stray, res.pass ? "PASS" : "FAIL");
 
-    if (c.timed && res.pass) {
+    if (c.timed && (res.pass || std::getenv("DC_TIME_ALWAYS"))) {  // DC_TIME_ALWAYS=1: time failing runs too (experiments)
       const double flops = 2.0 * c.B * c.Cout * Lout * cin_g * c.K;
       const double bytes = double(c.B) * c.Cin * c.L * 2 + double(w_elems) * wsz + double(c.B) * c.Cout * Lout * 2;
       // ~ first launch as warm-up, then reps capped to ~1.5 s of kernel time
@@ -280,12 +292,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--wt")) g_wt = true;
   }
   int dev = 0;
   CK(cudaGetDevice(&dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
   g_sms = prop.multiProcessorCount;
+  g_arch = prop.major * 10 + prop.minor;
   std::printf("device %s, %d SMs, sm_%d%d, smem opt-in %zu\n", prop.name, g_sms, prop.major, prop.minor,
               prop.sharedMemPerBlockOptin);
 

@@ -26,13 +26,14 @@
 #
 # The device tool brings back at most 8 files from $OUT: this writes summary.txt (GPU, build, config,
 # test counts), build.log, tests.log, bench.json / bench.log (bench2.* with BENCH2_ARGS), extra.log.
-# Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0 (halves the build).
+# Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0a (halves the build;
+# the "a" keeps the sm_90a-only wgmma kernels).
 set -uo pipefail
 what=${1:-all}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$repo/gpu_logs}
 mkdir -p "$OUT"
-export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
+export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 status=0
 

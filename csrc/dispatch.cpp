@@ -251,7 +251,12 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool
   if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
   if (allow_narrow_out && conv1d_fwd_dense_narrow_out_supports(p))  // off with CONVKIT_DENSE_NARROW_OUT=0
     return {&launch_conv1d_fwd_dense_narrow_out, what + "_dense_narrow_out"};
-  if (conv1d_fwd_dense_mma_supports(p)) return {&launch_conv1d_fwd_dense_mma, what + "_dense_mma"};
+  if (conv1d_fwd_dense_mma_supports(p)) {
+    // launch_conv1d_fwd_dense_mma runs the wgmma kernel where it applies; it does whenever supports(p, false)
+    // holds, since wants_tap_major_weight then passes it the tap-major weights it needs.
+    const bool wgmma = conv1d_fwd_dense_wgmma_supports(p, false);
+    return {&launch_conv1d_fwd_dense_mma, what + (wgmma ? "_dense_wgmma" : "_dense_mma")};
+  }
   if (conv1d_fwd_dense_f32_supports(p)) {
     if (allow_tf32()) return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32"};
     return {&launch_conv1d_fwd_dense_f32, what + "_dense_f32"};

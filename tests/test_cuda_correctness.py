@@ -630,10 +630,87 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    assert names["forward"] == "conv1d_fwd_dense_mma"
-    assert names["grad_input"] == "conv1d_bwd_input_dense_mma"
+    # (the wide-reduction cases run the wgmma kernel on an sm_90a build: test_dense_wgmma_* below)
+    assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
+    assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
     assert names["grad_weight"] == "conv1d_bwd_weight_dense_mma"
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
+
+
+def runs_sm90a_code():
+    """Whether this device runs the extension's sm_90a code (where the wgmma kernels exist)."""
+    from convkit._config import config
+
+    return torch.cuda.get_device_capability() == (9, 0) and "sm_90a" in config()["sass"]
+
+
+# The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
+# 32-channel stages or more) and a multiple of 8, K <= 8, on a device running sm_90a code; the grad-input
+# of such shapes runs on it too. Cases: w2v_k3s2-like (BM 256, odd rows: the realigning loads), tcn-like,
+# wavenet-like (one window per tap), Cout/groups 200 in 2 groups (a partial 256-row tile), K 8 causal, stride 3
+# with dilation 4, a (B, L, C) view of x (the strided loads), Cin/groups 136 (a partial last stage).
+WGMMA_CASES = [
+    ("w2v_like_s2", 2, 512, 512, 3, 1999, 2, 0, 1, 1),
+    ("tcn_like_d8", 2, 256, 256, 3, 1000, 1, 8, 8, 1),
+    ("wavenet_like_d512", 2, 128, 128, 2, 2100, 1, 0, 512, 1),
+    ("cout_200_groups_2", 1, 512, 400, 3, 777, 1, 1, 1, 2),
+    ("k8_causal", 2, 128, 64, 8, 515, 1, "causal", 1, 1),
+    ("s3_d4", 2, 128, 96, 3, 1201, 3, 0, 4, 1),
+    ("blc_view", 2, 128, 64, 3, 600, 1, 1, 1, 1),
+    ("cin_136_partial_stage", 2, 136, 72, 3, 700, 1, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=[c[0] for c in WGMMA_CASES])
+def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_outputs):
+    name, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    if not runs_sm90a_code():
+        pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    if "view" in name:
+        x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["forward"] == "conv1d_fwd_dense_wgmma"
+    ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
+    assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)
+
+
+def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
+    """Cin/groups 64 (two stages: the mma.sync kernel is faster there) and fp32 master weights keep the
+    mma.sync kernel."""
+    if not runs_sm90a_code():
+        pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
+    x, w, b = make_inputs(2, 64, 128, 3, 500, 1, torch.bfloat16)
+    assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_mma"
+    x, w, b = make_inputs(2, 256, 128, 3, 500, 1, torch.bfloat16)
+    assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_wgmma"
+    assert convkit.explain(x, w.float(), b.float())["forward"] == "conv1d_fwd_dense_mma"
+
+
+# CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight
+# path, which the wgmma kernel otherwise takes over on the H200.
+WGMMA_OFF_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [(1, 512, 512, 3, 257, 1, 1, 1, 1), (1, 1024, 128, 3, 301, 2, 1, 1, 2), (1, 256, 256, 3, 700, 1, 8, 8, 1)]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, S, P, D, G in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        b = torch.randn(Cout, device="cuda").to(dtype)
+        assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["forward"] == "conv1d_fwd_dense_mma"
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        y_ref = reference(x, w, b, torch.zeros_like(y), S, P, P, D, G)[0]
+        assert_close(y, y_ref, dtype, f"forward {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
+print("mma.sync cases passed")
+"""
+
+
+def test_dense_forward_with_wgmma_switched_off():
+    run_child_script(WGMMA_OFF_SCRIPT, "mma.sync cases passed", CONVKIT_DENSE_WGMMA="0")
 
 
 @pytest.mark.parametrize("length", [1002, 1008], ids=["rows_4_byte", "rows_16_byte"])

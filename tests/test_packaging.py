@@ -47,6 +47,7 @@ def embedded_archs(so_path):
 def test_arch_summary_parses_torch_arch_lists():
     assert arch_summary("8.0;9.0+PTX") == (["sm_80", "sm_90"], ["compute_90"])
     assert arch_summary("9.0") == (["sm_90"], [])
+    assert arch_summary("8.0+PTX;9.0a") == (["sm_80", "sm_90a"], ["compute_80"])
 
 
 @needs_ext
@@ -66,7 +67,7 @@ def test_extension_has_the_promised_sass_and_ptx():
     assert sass == set(want_sass), (sass, want_sass)
     assert ptx == {p.replace("compute_", "sm_") for p in want_ptx}, (ptx, want_ptx)
     if os.environ.get("CI") and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        assert sass == {"sm_80", "sm_90"} and ptx == {"sm_90"}  # the default build
+        assert sass == {"sm_80", "sm_90a"} and ptx == {"sm_80"}  # the default build
 
 
 def test_show_config_prints_versions_archs_and_kernels(capsys):

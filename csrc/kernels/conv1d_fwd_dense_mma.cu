@@ -767,6 +767,7 @@ bool conv1d_fwd_dense_mma_supports(const Conv1dParams& p) {
 }
 
 bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p) {
+  if (conv1d_fwd_dense_wgmma_supports(p, false)) return true;  // its weight tiles are tap-major copies too
   DensePlan q;
   return make_plan(p, q) && !q.resident && q.cin_g % 8 == 0;  // tap-major 16-byte units need Cin_g % 8 == 0
 }
@@ -788,6 +789,7 @@ cudaError_t launch_typed(const Conv1dParams& p, const DensePlan& q, unsigned gri
 }
 
 cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stream) {
+  if (conv1d_fwd_dense_wgmma_supports(p, true)) return launch_conv1d_fwd_dense_wgmma(p, stream);
   DensePlan q;
   if (!make_plan(p, q)) return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;

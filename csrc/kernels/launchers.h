@@ -48,6 +48,12 @@ cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stre
 // step: it then wants them tap-major, (Cout, K, Cin_g) in memory (w_stride_i == 1), of p's dtype, so
 // each step's tile is 16-byte cp.async copies (any other layout still runs, slower). Independent of p.w.
 bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p);
+// The same forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu; built into sm_90a code only, where
+// setup.py defines CONVKIT_SM90A): launch_conv1d_fwd_dense_mma runs it where supports(p, true) holds, i.e.
+// 16-bit input and weights, Cin/groups >= 16 and a multiple of 8, K <= 8, tap-major weights (check_weights),
+// a device running the sm_90 code. CONVKIT_DENSE_WGMMA=0 switches it off.
+bool conv1d_fwd_dense_wgmma_supports(const Conv1dParams& p, bool check_weights);
+cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.

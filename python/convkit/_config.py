@@ -5,7 +5,7 @@ from . import _ext
 
 
 def arch_summary(arch_list):
-    """'8.0;9.0+PTX' -> (['sm_80', 'sm_90'], ['compute_90'])."""
+    """'8.0;9.0+PTX' -> (['sm_80', 'sm_90'], ['compute_90']); '9.0a' -> (['sm_90a'], [])."""
     sass, ptx = [], []
     for item in (arch_list or "").replace(",", ";").replace(" ", ";").split(";"):
         if not item:

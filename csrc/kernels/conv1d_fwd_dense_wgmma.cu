@@ -1,0 +1,558 @@
+// Dense and grouped forward on Hopper's warpgroup tensor-core instructions (wgmma.mma_async, sm_90a),
+// fp16/bf16 input and weights, fp32 accumulation. The implicit GEMM of conv1d_fwd_dense_mma.cu:
+//
+//   out[co, n] = sum_r A[co, r] * B[r, n]          n = output position j, r = (k, ci) tap-major per stage
+//   A[co, r]   = w[g*Cout_g + co, ci, k]           B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
+//
+// A block (two warpgroups, 256 threads) computes a BM x BN tile (co x j; one batch row b, one group):
+// BM = 128 * MW, each warpgroup MW x 64 rows, BN = 128 * NB positions, as m64n128k16 wgmma calls whose
+// operands both come from shared memory. The reduction runs in stages of CC input channels x all K taps,
+// through a ring of three shared buffers:
+//   * A, the stage's weights: [r / 8][BM rows][8] (16-byte rows: the "core matrices" of the no-swizzle
+//     K-major layout), copied by 16-byte cp.async from the tap-major weight copy dispatch.cpp passes
+//     ((Cout, K, Cin_g) in memory, x's dtype): no register round trip.
+//   * B, the x window of those CC channels covering every position the BN outputs touch, as
+//     [channel group of 8][position row][8 channels]: loaded 8 positions x 8 channels per thread,
+//     transposed in registers (byte_perm), stored as 16-byte rows. Positions are stored phase-split
+//     (row = (t % S) * Wq + t / S), so for any tap k the BN outputs read BN CONSECUTIVE 16-byte rows
+//     starting at row rb[k]: the operand of tap k is the same buffer at another start address, any
+//     stride and dilation. (Large dilations get one window per tap, "segments", as in the mma kernel.)
+//     The channel-group stride is 1 mod 8 rows, which spreads the transposing stores over the banks.
+// The wgmma calls of stage c are asynchronous: while they run, the threads issue stage c + 1's weight
+// copies, store its x window (in registers since the previous step), load stage c + 2's x window into
+// registers (all loads issued before the realignment uses any: one memory round trip per step), then
+// wait for stage c - 1's wgmma group (never c's), so the tensor cores have the next stage queued as long
+// as the staging is shorter than a stage's MMAs. Epilogue: accumulators + bias, activation, rounded to T
+// into a shared C tile (reusing the stage buffers), then 16-byte coalesced y stores.
+//
+// STATUS (H200, bf16, ci/dense_mma_check.cu, session 13): w2v_k3s2 4.15 ms (mma.sync kernel 11.2),
+// tcn_k3_d8 0.71 (0.98), wavenet_k2_d512 0.61 (0.76): 100-150 TFLOP/s. The wgmma calls alone (staging
+// left out) ran w2v_k3s2 in 1.53 ms (410 TFLOP/s) and the staging alone in 3.5 ms: the staging (weight
+// copies, x loads, transposes) sets the time. Next: more stages in flight (a deeper ring, weights by TMA or
+// bulk copies instead of 3072 16-byte cp.async per stage), a producer warp.
+//
+// Built only into sm_90a code (the kernels trap elsewhere; the host picks this path only where the
+// package was built with a 9.0a architecture, CONVKIT_SM90A, and the device runs that code).
+// CONVKIT_DENSE_WGMMA=0 switches it off (the mma.sync kernel runs instead).
+#include <cstdint>
+#include <type_traits>
+
+#include "activation.cuh"
+#include "common.cuh"
+#include "launchers.h"
+#include "mma_common.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONVKIT_WGMMA_DEVICE 1
+#endif
+
+namespace convkit {
+namespace {
+using namespace tc;
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kStages = 3;     // shared buffers of the stage ring
+constexpr int kMaxK = 8;       // taps handled
+constexpr int kMinChunks = 4;  // stages per tile below which the mma.sync kernel is faster (make_plan)
+
+struct WgPlan {
+  int mw, nb;        // 64-row blocks per warpgroup (BM = 128 * mw), 128-position blocks (BN = 128 * nb)
+  int bm, bn, bm_shift;
+  int cc, cc_shift;  // input channels per stage (16 or 32)
+  int k, s, d;
+  int nseg;          // 1: one contiguous window; K: one window per tap
+  int wls;           // positions staged per segment (multiple of 8)
+  int wq;            // rows per phase
+  int seg_rows;      // s * wq
+  int cgs;           // rows between channel groups (== 1 mod 8)
+  int x_units;       // (cc / 8) * nseg * wls / 8 <= kThreads
+  int a_rg;          // bytes between the A row groups (8 reduction elements of every row): BM * 16 + 64
+  int a_bytes, stage_bytes, c_pitch, smem_bytes;
+  int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+};
+
+// ---- wgmma building blocks (PTX ISA: asynchronous warpgroup-level matrix instructions) -------------
+// Shared-memory matrix descriptor, no swizzle: start address, leading byte offset (between core matrices
+// adjacent in K), stride byte offset (between core matrices adjacent in M / N), all in 16-byte units.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32);
+}
+
+#define CONVKIT_WG_D64                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "   \
+  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
+  "%62, %63}"
+#define CONVKIT_WG_ACC64(d)                                                                                 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),    \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),  \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),  \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),  \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),  \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// d (64 x 128 fp32, the warpgroup's accumulator fragment) += A (64 x 16, descriptor da) * B (16 x 128, db),
+// both K-major.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : CONVKIT_WG_ACC64(d)
+        : "l"(da), "l"(db), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : CONVKIT_WG_ACC64(d)
+        : "l"(da), "l"(db), "r"(1));
+  }
+#endif
+}
+#undef CONVKIT_WG_D64
+#undef CONVKIT_WG_ACC64
+
+__device__ __forceinline__ void wg_fence() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wg_wait() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the async
+// proxy wgmma reads through (with the barrier that follows).
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator accesses across the wgmma fences / waits.
+template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <typename T, int MW, int NB>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv1d_fwd_dense_wgmma_kernel(const Conv1dParams p, const WgPlan q) {
+#ifndef CONVKIT_WGMMA_DEVICE
+  __trap();  // (sm_90a only: see the file comment)
+#else
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int rb[kMaxK];  // first x row of output 0 for each tap, this tile
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const unsigned short* xr = static_cast<const unsigned short*>(p.x);
+  const unsigned short* wr = static_cast<const unsigned short*>(p.w);
+  const int64_t S = q.s, D = q.d, P = p.pad_left;
+  const uint32_t smem0 = smem_u32(smem);
+
+  // This thread's x unit: 8 channels (channel group x_cg) x 8 positions (from x_t0 of segment x_seg).
+  const int cgn = q.cc >> 3;
+  const bool x_active = tid < q.x_units;
+  const int x_cg = tid % cgn, x_grp = tid / cgn;
+  const int x_seg = x_grp / (q.wls >> 3);
+  const int x_t0 = (x_grp % (q.wls >> 3)) * 8;
+  uint32_t rx[32];  // [channel][4 words of 8 positions]
+
+  float acc[MW][NB][64];
+  const int steps = q.k * q.cc / 16;  // k16 steps per stage
+
+  for (int64_t tile = blockIdx.x; tile < q.num_tiles; tile += gridDim.x) {
+    // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours.
+    int64_t rest, mt, g, jt, b;
+    divmod(tile, q.m_tiles, rest, mt);
+    divmod(rest, p.groups, rest, g);
+    divmod(rest, q.j_tiles, b, jt);
+    const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
+    const int64_t start0 = j0 * S - P;
+    if (tid < q.k) {
+      const int64_t k = tid;
+      int64_t o, seg;
+      if (q.nseg > 1) {
+        const int64_t st = start0 + k * D;
+        o = st - floor8(st);
+        seg = k;
+      } else {
+        o = start0 - floor8(start0) + k * D;
+        seg = 0;
+      }
+      rb[tid] = static_cast<int>(seg * q.seg_rows + (o % S) * q.wq + o / S);
+    }
+    const int64_t pos = floor8(start0 + (q.nseg > 1 ? x_seg * D : 0)) + x_t0;
+    const bool x_vec = p.x_stride_l == 1 && pos >= 0 && pos + 8 <= p.in_length;
+    const int64_t x_row0 = b * p.x_stride_b + (g * q.cin_g + x_cg * 8) * p.x_stride_c + pos * p.x_stride_l;
+    const int64_t w_row0 = (g * q.cout_g + co0) * p.w_stride_o;
+    // The tile walks its chunks from chunk `rot` on (wrapping): tiles that run at the same time on other SMs
+    // then read other parts of the weights, not all the same L2 lines at once.
+    const int nch = static_cast<int>(q.chunks);
+    const int rot = static_cast<int>(tile % nch);
+    auto chunk_of = [&](int c) { return c + rot < nch ? c + rot : c + rot - nch; };
+
+    // This thread's 8 x 8 unit of stage `chunk` into rx. All loads are issued before any is used (the
+    // realignment of rows that are not 16-byte aligned waits for them), so a stage costs one memory round
+    // trip, overlapped with the running wgmma calls.
+    auto load_x = [&](int chunk) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) rx[i] = 0u;
+      if (!x_active) return;
+      const int64_t c_loc0 = static_cast<int64_t>(chunk) * q.cc + x_cg * 8;
+      const int64_t row0 = x_row0 + static_cast<int64_t>(chunk) * q.cc * p.x_stride_c;
+      const int n_ch = static_cast<int>(min(int64_t{8}, q.cin_g - c_loc0));  // 8 or 0 (Cin_g % 8 == 0)
+      if (x_vec) {
+        uint4 lo[8], hi[8];
+        int mis[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const uintptr_t addr = reinterpret_cast<uintptr_t>(xr + row0 + c * p.x_stride_c);
+          mis[c] = static_cast<int>((addr & 15) >> 1);
+          const uint4* a = reinterpret_cast<const uint4*>(addr - 2 * mis[c]);
+          lo[c] = make_uint4(0u, 0u, 0u, 0u);
+          hi[c] = lo[c];
+          if (c < n_ch) {
+            lo[c] = ldg_stream(a);
+            // Both 16-byte chunks hold an element of the range, so neither read leaves the allocation.
+            if (mis[c] != 0) hi[c] = ldg_stream(a + 1);
+          }
+        }
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          uint32_t w[8] = {lo[c].x, lo[c].y, lo[c].z, lo[c].w, hi[c].x, hi[c].y, hi[c].z, hi[c].w};
+          const int m = mis[c];
+          if (m & 4) {
+#pragma unroll
+            for (int i = 0; i < 6; ++i) w[i] = w[i + 2];
+          }
+          if (m & 2) {
+#pragma unroll
+            for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
+          }
+          if (m & 1) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = __byte_perm(w[i], w[i + 1], 0x5432);
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) rx[4 * c + i] = w[i];
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          if (c >= n_ch) break;
+          const int64_t row = row0 + c * p.x_stride_c;
+          uint32_t h[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const int64_t pp = pos + e;
+            h[e] = (pp >= 0 && pp < p.in_length) ? __ldg(xr + row + e * p.x_stride_l) : 0u;
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rx[4 * c + e] = h[2 * e] | (h[2 * e + 1] << 16);
+        }
+      }
+    };
+    auto store_x = [&](int buf) {  // rx, transposed to 8 position rows of 8 channels, into stage buffer buf
+      if (!x_active) return;
+      int ph = x_t0 % q.s, qq = x_t0 / q.s;
+      const uint32_t base =
+          smem0 + buf * q.stage_bytes + q.a_bytes + (x_cg * q.cgs + x_seg * q.seg_rows) * 16;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const uint32_t sel = hi ? 0x7632u : 0x5410u;
+          const uint32_t w0 = __byte_perm(rx[0 * 4 + j], rx[1 * 4 + j], sel);
+          const uint32_t w1 = __byte_perm(rx[2 * 4 + j], rx[3 * 4 + j], sel);
+          const uint32_t w2 = __byte_perm(rx[4 * 4 + j], rx[5 * 4 + j], sel);
+          const uint32_t w3 = __byte_perm(rx[6 * 4 + j], rx[7 * 4 + j], sel);
+          sts128(base + (ph * q.wq + qq) * 16, w0, w1, w2, w3);
+          if (++ph == q.s) { ph = 0; ++qq; }
+        }
+      }
+    };
+    // Stage `chunk`'s weights into buffer buf (one commit group). Unit u: the low bit picks one of the two
+    // 16-byte halves of a 32-byte sector of a weight row (so a warp's copies read whole sectors), then the row,
+    // then the rest of (tap, channel group); row group rg = r / 8 lives at a_rg bytes apart (BM * 16 + 64:
+    // the two halves of a sector land 4 bank groups apart, no conflict within a quarter warp).
+    auto issue_a = [&](int buf, int chunk) {
+      const int cu_shift = q.cc_shift - 3;  // 16-byte units per (row, tap): cc / 8 (2 or 4)
+      const int per = (q.bm * q.k) << cu_shift;
+      const int64_t ci_base = static_cast<int64_t>(chunk) * q.cc;
+      unsigned char* const dst = smem + buf * q.stage_bytes;
+#pragma unroll 1
+      for (int u = tid; u < per; u += kThreads) {
+        const int row = (u >> 1) & (q.bm - 1);
+        const int rg = (((u >> 1) >> q.bm_shift) << 1) | (u & 1);  // = k * cc / 8 + c8
+        const int k = rg >> cu_shift, c8 = rg & ((1 << cu_shift) - 1);
+        const int64_t ci = ci_base + c8 * 8;
+        const bool ok = co0 + row < q.cout_g && ci < q.cin_g;
+        const unsigned short* src = ok ? wr + w_row0 + row * p.w_stride_o + k * p.w_stride_k + ci : wr;
+        cp_async16(dst + rg * q.a_rg + row * 16, src, ok ? 16 : 0);
+      }
+      cp_async_commit();
+    };
+    auto compute = [&](int buf) {  // issue stage buf's wgmma calls (asynchronous)
+      const uint32_t a_base = smem0 + buf * q.stage_bytes;
+      const uint32_t x_base = a_base + q.a_bytes;
+      const uint32_t a_lbo = q.a_rg, x_lbo = q.cgs * 16;
+#pragma unroll 1
+      for (int s = 0; s < steps; ++s) {
+        const int k = s >> (q.cc_shift - 4);                      // tap of this k16 step
+        const int cg0 = (s & ((1 << (q.cc_shift - 4)) - 1)) * 2;  // its first channel group
+        const uint32_t b_addr = x_base + (cg0 * q.cgs + rb[k]) * 16;
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+          const uint64_t da = smem_desc(a_base + (2 * s) * q.a_rg + (wg * MW + mb) * 64 * 16, a_lbo, 128);
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb)
+            wgmma_m64n128k16<T>(acc[mb][nb], da, smem_desc(b_addr + nb * 128 * 16, x_lbo, 128));
+        }
+      }
+    };
+
+    // Prologue: stage 0 complete in buffer 0, stage 1's x in registers.
+    issue_a(0, chunk_of(0));
+    load_x(chunk_of(0));
+    store_x(0);
+    if (nch > 1) load_x(chunk_of(1));
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[mb][nb][i] = 0.f;
+
+    int buf = 0;
+    for (int c = 0; c < nch; ++c) {
+      // Buffer buf holds stage c. Buffer nbuf was last read by stage c - 2's wgmma calls, which every
+      // warpgroup waited for before the barrier that ended the previous step. rx holds stage c + 1's x.
+      const int nbuf = buf + 1 == kStages ? 0 : buf + 1;
+#pragma unroll
+      for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) fence_acc(acc[mb][nb]);
+      wg_fence();
+      compute(buf);
+      wg_commit();
+      // While stage c's calls run: stage c + 1's weights and x window (buffer nbuf was freed by the barrier
+      // that ended the previous step), then stage c + 2's x window into registers.
+      if (c + 1 < nch) {
+        issue_a(nbuf, chunk_of(c + 1));
+        store_x(nbuf);
+      }
+      if (c + 2 < nch) load_x(chunk_of(c + 2));
+      wg_wait<1>();  // stage c - 1's calls are done (buffer c - 1 is free after the barrier); stage c's run on
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      buf = nbuf;
+    }
+    wg_wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) fence_acc(acc[mb][nb]);
+    __syncthreads();  // every warpgroup is done with the stage buffers: the C tile reuses them
+
+    // Epilogue: bias + activation, rounded to T, into the C tile [BM][c_pitch], then coalesced stores.
+    {
+      const int rw = (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+      for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = (wg * MW + mb) * 64 + rw + 8 * h;
+          const int64_t co = co0 + row;
+          float bv = 0.f;
+          if (p.bias != nullptr && co < q.cout_g) bv = load_param<T>(p, p.bias, g * q.cout_g + co);
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+              float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
+              if (p.activation != kActNone) {
+                v0 = activate(p.activation, v0);
+                v1 = activate(p.activation, v1);
+              }
+              const int col = nb * 128 + 8 * i + 2 * (lane & 3);
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem0 + (row * q.c_pitch + col) * 2),
+                           "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+    {
+      unsigned short* yr = static_cast<unsigned short*>(p.y);
+      const int units_row = q.bn >> 3;
+      const int64_t jn = p.out_length - j0;  // valid columns of the tile (> 0)
+#pragma unroll 1
+      for (int u = tid; u < q.bm * units_row; u += kThreads) {
+        const int row = u / units_row, jl = (u - row * units_row) * 8;
+        const int64_t co = co0 + row;
+        if (co >= q.cout_g || jl >= jn) continue;
+        uint32_t w[4];
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "r"(smem0 + (row * q.c_pitch + jl) * 2));
+        const int64_t off = b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + (j0 + jl) * p.y_stride_l;
+        if (p.y_stride_l == 1 && jl + 8 <= jn) {
+          store8_16bit(yr + off, w);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+        }
+      }
+    }
+    __syncthreads();  // the next tile's prologue overwrites the C tile and rb
+  }
+#endif
+}
+
+int smem_optin_bytes() {
+  static int cache[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
+  if (cache[dev] == 0) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
+    cache[dev] = v;
+  }
+  return cache[dev];
+}
+
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+bool wgmma_switched_off() {
+  static const bool off = env_equals("CONVKIT_DENSE_WGMMA", "0");
+  return off;
+}
+
+// Fills q for p; false when this kernel cannot run p. check_weights: also require the tap-major weight
+// layout the A copies need (dispatch.cpp passes such a copy when conv1d_fwd_dense_mma_stages_weights).
+bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
+#ifndef CONVKIT_SM90A
+  (void)p; (void)q; (void)check_weights;
+  return false;
+#else
+  if (wgmma_switched_off() || p.code_arch != 90) return false;
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (p.w_dtype != p.dtype) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.stride > 64) return false;
+  if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0) return false;
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  if (cin_g < 16 || cin_g % 8 != 0 || cout_g < 1) return false;
+  if (check_weights && !(p.w_stride_i == 1 && p.w_stride_k % 8 == 0 && p.w_stride_o % 8 == 0 &&
+                         (reinterpret_cast<uintptr_t>(p.w) & 15) == 0))
+    return false;
+  q.k = static_cast<int>(p.kernel_size);
+  q.s = static_cast<int>(p.stride);
+  q.d = static_cast<int>(p.dilation);
+  q.cin_g = cin_g;
+  q.cout_g = cout_g;
+  const int limit = smem_optin_bytes();
+  // Shapes, preferred first: BM 128 when Cout_g <= 128 (x read once) else 256; the widest BN and CC that fit.
+  q.mw = cout_g > 128 ? 2 : 1;
+  const int tries[4][2] = {{2, 32}, {1, 32}, {2, 16}, {1, 16}};  // (nb, cc)
+  for (const auto& tr : tries) {
+    q.nb = tr[0];
+    q.cc = tr[1];
+    if (q.mw * q.nb > 2) continue;  // at most 128 accumulators per thread
+    q.bm = 128 * q.mw;
+    q.bm_shift = q.mw == 2 ? 8 : 7;
+    q.bn = 128 * q.nb;
+    q.cc_shift = q.cc == 32 ? 5 : 4;
+    const int64_t span_one = static_cast<int64_t>(q.bn - 1) * q.s + 1;
+    const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(q.k - 1) * q.d, 8);
+    const int64_t wls_seg = round_up(7 + span_one, 8);
+    const int64_t wq_contig = ceil_div(wls_contig, q.s), wq_seg = ceil_div(wls_seg, q.s);
+    if (q.k > 1 && q.k * wq_seg < wq_contig) {
+      q.nseg = q.k;
+      q.wls = static_cast<int>(wls_seg);
+      q.wq = static_cast<int>(wq_seg);
+    } else {
+      if (wls_contig > 4096) continue;
+      q.nseg = 1;
+      q.wls = static_cast<int>(wls_contig);
+      q.wq = static_cast<int>(wq_contig);
+    }
+    q.seg_rows = q.s * q.wq;
+    q.x_units = (q.cc / 8) * q.nseg * (q.wls / 8);
+    if (q.x_units > kThreads) continue;
+    const int rows = q.nseg * q.seg_rows;
+    q.cgs = static_cast<int>(round_up(rows, 8)) + 1;
+    q.a_rg = q.bm * 16 + 64;
+    q.a_bytes = (q.k * q.cc / 8) * q.a_rg;
+    const int x_bytes = (q.cc / 8) * q.cgs * 16;
+    q.stage_bytes = static_cast<int>(round_up(q.a_bytes + x_bytes, 128));
+    q.c_pitch = q.bn + 8;
+    const int64_t c_bytes = static_cast<int64_t>(q.bm) * q.c_pitch * 2;
+    const int64_t total = std::max<int64_t>(static_cast<int64_t>(kStages) * q.stage_bytes, c_bytes);
+    if (total > limit) continue;
+    if ((rows + 16) * 16 > (1 << 18) || q.cgs * 16 >= (1 << 18)) continue;  // descriptor fields (14 bits of 16 B)
+    q.smem_bytes = static_cast<int>(total);
+    q.chunks = ceil_div(cin_g, q.cc);
+    // Few stages per tile leave the per-tile prologue (one memory round trip before the first wgmma) and
+    // epilogue unhidden: kb67 / kb76 / grouped_g8 (2 stages) ran 1.0-1.35x slower than the mma.sync
+    // kernel (H200, ci/dense_mma_check.cu), w2v_k3s2 (16), tcn / wavenet (8) 1.2-2.7x faster.
+    if (q.chunks < kMinChunks) return false;
+    q.m_tiles = ceil_div(cout_g, q.bm);
+    q.j_tiles = ceil_div(p.out_length, q.bn);
+    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+    return true;
+  }
+  return false;
+#endif
+}
+
+template <typename T, int MW, int NB>
+cudaError_t launch_variant(const Conv1dParams& p, const WgPlan& q, cudaStream_t stream) {
+  auto kernel = conv1d_fwd_dense_wgmma_kernel<T, MW, NB>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  if (err != cudaSuccess) return err;
+  const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
+  kernel<<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const Conv1dParams& p, const WgPlan& q, cudaStream_t stream) {
+  if (q.mw == 2) return launch_variant<T, 2, 1>(p, q, stream);
+  if (q.nb == 2) return launch_variant<T, 1, 2>(p, q, stream);
+  return launch_variant<T, 1, 1>(p, q, stream);
+}
+
+}  // namespace
+
+bool conv1d_fwd_dense_wgmma_supports(const Conv1dParams& p, bool check_weights) {
+  WgPlan q;
+  return make_plan(p, q, check_weights);
+}
+
+cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t stream) {
+  WgPlan q;
+  if (!make_plan(p, q, true)) return cudaErrorInvalidValue;
+  if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
+  if (p.dtype == DType::kFloat16) return launch_typed<__half>(p, q, stream);
+  return launch_typed<__nv_bfloat16>(p, q, stream);
+}
+
+}  // namespace convkit
