@@ -672,8 +672,11 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["forward"] == "conv1d_fwd_dense_wgmma"
-    ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
-    assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)
+    if name == "w2v_like_s2":  # the profiler costs seconds per use: one case shows the kernel the name stands for
+        ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
+        assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)
+    else:
+        check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
 def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
