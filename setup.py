@@ -104,9 +104,11 @@ def cuda_extension_or_reason():
 
 
 def sm90a_flags():
-    """-DCONVKIT_SM90A when TORCH_CUDA_ARCH_LIST builds sm_90a code (the wgmma kernels exist then)."""
-    items = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").replace(" ", ";").split(";")
-    return ["-DCONVKIT_SM90A"] if any(i.replace("+PTX", "") == "9.0a" for i in items) else []
+    """-DCONVKIT_SM90A when TORCH_CUDA_ARCH_LIST builds sm_90a code (the wgmma kernels exist then) and no plain
+    sm_90 / compute_90 code beside it, which an sm_90 device might load instead (the kernels trap there)."""
+    items = [i.replace("+PTX", "") for i in
+             os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").replace(" ", ";").split(";")]
+    return ["-DCONVKIT_SM90A"] if "9.0a" in items and "9.0" not in items else []
 
 
 def _has_ninja_module():

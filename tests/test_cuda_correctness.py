@@ -648,7 +648,8 @@ def runs_sm90a_code():
 # 32-channel stages or more) and a multiple of 8, K <= 8, on a device running sm_90a code; the grad-input
 # of such shapes runs on it too. Cases: w2v_k3s2-like (BM 256, odd rows: the realigning loads), tcn-like,
 # wavenet-like (one window per tap), Cout/groups 200 in 2 groups (a partial 256-row tile), K 8 causal, stride 3
-# with dilation 4, a (B, L, C) view of x (the strided loads), Cin/groups 136 (a partial last stage).
+# with dilation 4, a (B, L, C) view of x (the strided loads), Cin/groups 136 (a partial last stage), and
+# enough tiles that every block of the persistent grid runs several.
 WGMMA_CASES = [
     ("w2v_like_s2", 2, 512, 512, 3, 1999, 2, 0, 1, 1),
     ("tcn_like_d8", 2, 256, 256, 3, 1000, 1, 8, 8, 1),
@@ -658,6 +659,8 @@ WGMMA_CASES = [
     ("s3_d4", 2, 128, 96, 3, 1201, 3, 0, 4, 1),
     ("blc_view", 2, 128, 64, 3, 600, 1, 1, 1, 1),
     ("cin_136_partial_stage", 2, 136, 72, 3, 700, 1, 1, 1, 1),
+    # 632 tiles: each block of the persistent grid runs several (rb table, C tile and accumulators reused)
+    ("many_tiles_per_block", 8, 128, 128, 3, 20001, 1, 1, 1, 1),
 ]
 
 
@@ -692,22 +695,31 @@ def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
 
 
 # CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight
-# path, which the wgmma kernel otherwise takes over on the H200.
+# path (forward and grad-input), which the wgmma kernel otherwise takes over on the H200: MMA_CASES' wide
+# cases and a wavenet-like one, forward and gradients with GELU.
 WGMMA_OFF_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 torch.manual_seed(0)
-cases = [(1, 512, 512, 3, 257, 1, 1, 1, 1), (1, 1024, 128, 3, 301, 2, 1, 1, 2), (1, 256, 256, 3, 700, 1, 8, 8, 1)]
+cases = [(1, 512, 512, 3, 257, 1, 1, 1, 1), (1, 1024, 128, 3, 301, 2, 1, 1, 2), (1, 256, 256, 3, 700, 1, 8, 8, 1),
+         (2, 128, 128, 2, 2100, 1, 0, 512, 1)]
 for dtype in (torch.bfloat16, torch.float16):
     for B, Cin, Cout, K, L, S, P, D, G in cases:
-        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
-        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype).requires_grad_()
         b = torch.randn(Cout, device="cuda").to(dtype)
-        assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["forward"] == "conv1d_fwd_dense_mma"
-        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
-        y_ref = reference(x, w, b, torch.zeros_like(y), S, P, P, D, G)[0]
-        assert_close(y, y_ref, dtype, f"forward {dtype} {(B, Cin, Cout, K, L, S, P, D, G)}")
+        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        assert names["forward"] == "conv1d_fwd_dense_mma", names
+        assert names["grad_input"] == "conv1d_bwd_input_dense_mma", names
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        y_ref, dx_ref, dw_ref = reference(x, w, b, dy, S, P, P, D, G, "gelu")[:3]
+        what = f"{dtype} {(B, Cin, Cout, K, L, S, P, D, G)}"
+        assert_close(y, y_ref, dtype, "forward " + what)
+        assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+        assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
 print("mma.sync cases passed")
 """
 

@@ -27,7 +27,7 @@
 //
 // STATUS (H200, bf16, ci/dense_mma_check.cu, session 13): w2v_k3s2 4.15 ms (mma.sync kernel 11.2),
 // tcn_k3_d8 0.71 (0.98), wavenet_k2_d512 0.61 (0.76): 100-150 TFLOP/s. The wgmma calls alone (staging
-// left out) ran w2v_k3s2 in 1.53 ms (410 TFLOP/s) and the staging alone in 3.5 ms: the staging (weight
+// left out, ci/wg_experiment.sh) ran w2v_k3s2 in 1.53 ms (410 TFLOP/s), the staging alone in 3.6 ms: the staging (weight
 // copies, x loads, transposes) sets the time. Next: more stages in flight (a deeper ring, weights by TMA or
 // bulk copies instead of 3072 16-byte cp.async per stage), a producer warp.
 //
@@ -45,6 +45,11 @@
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define CONVKIT_WGMMA_DEVICE 1
 #endif
+// Timing experiments (ci/wg_experiment.sh; wrong results): 1 leaves out the wgmma calls of the main loop,
+// 2 its staging (weight copies, x loads and stores after the prologue). 0 in every build of the package.
+#ifndef CONVKIT_DENSE_WGMMA_EXPERIMENT
+#define CONVKIT_DENSE_WGMMA_EXPERIMENT 0
+#endif
 
 namespace convkit {
 namespace {
@@ -53,7 +58,7 @@ using namespace tc;
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kStages = 3;     // shared buffers of the stage ring
 constexpr int kMaxK = 8;       // taps handled
-constexpr int kMinChunks = 4;  // stages per tile below which the mma.sync kernel is faster (make_plan)
+constexpr int kMinCin = 128;   // input channels per group below which the mma.sync kernel is faster (make_plan)
 
 struct WgPlan {
   int mw, nb;        // 64-row blocks per warpgroup (BM = 128 * mw), 128-position blocks (BN = 128 * nb)
@@ -347,15 +352,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb) fence_acc(acc[mb][nb]);
       wg_fence();
-      compute(buf);
+      if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 1) compute(buf);
       wg_commit();
       // While stage c's calls run: stage c + 1's weights and x window (buffer nbuf was freed by the barrier
       // that ended the previous step), then stage c + 2's x window into registers.
-      if (c + 1 < nch) {
+      if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 2 && c + 1 < nch) {
         issue_a(nbuf, chunk_of(c + 1));
         store_x(nbuf);
       }
-      if (c + 2 < nch) load_x(chunk_of(c + 2));
+      if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 2 && c + 2 < nch) load_x(chunk_of(c + 2));
       wg_wait<1>();  // stage c - 1's calls are done (buffer c - 1 is free after the barrier); stage c's run on
       cp_async_wait<0>();
       fence_proxy_async();
@@ -459,7 +464,10 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
   if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.stride > 64) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0) return false;
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  if (cin_g < 16 || cin_g % 8 != 0 || cout_g < 1) return false;
+  // Short reductions leave the per-tile prologue (one memory round trip before the first wgmma) and epilogue
+  // unhidden: kb67 / kb76 / grouped_g8 (Cin_g 64) ran 1.0-1.35x slower than the mma.sync kernel (H200,
+  // ci/dense_mma_check.cu), w2v_k3s2 (512), tcn / wavenet (256) 1.2-2.7x faster.
+  if (cin_g < kMinCin || cin_g % 8 != 0 || cout_g < 1) return false;
   if (check_weights && !(p.w_stride_i == 1 && p.w_stride_k % 8 == 0 && p.w_stride_o % 8 == 0 &&
                          (reinterpret_cast<uintptr_t>(p.w) & 15) == 0))
     return false;
@@ -506,14 +514,10 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
     q.c_pitch = q.bn + 8;
     const int64_t c_bytes = static_cast<int64_t>(q.bm) * q.c_pitch * 2;
     const int64_t total = std::max<int64_t>(static_cast<int64_t>(kStages) * q.stage_bytes, c_bytes);
-    if (total > limit) continue;
+    if (total + static_cast<int64_t>(sizeof(int)) * kMaxK > limit) continue;  // (+ the static rb table)
     if ((rows + 16) * 16 > (1 << 18) || q.cgs * 16 >= (1 << 18)) continue;  // descriptor fields (14 bits of 16 B)
     q.smem_bytes = static_cast<int>(total);
     q.chunks = ceil_div(cin_g, q.cc);
-    // Few stages per tile leave the per-tile prologue (one memory round trip before the first wgmma) and
-    // epilogue unhidden: kb67 / kb76 / grouped_g8 (2 stages) ran 1.0-1.35x slower than the mma.sync
-    // kernel (H200, ci/dense_mma_check.cu), w2v_k3s2 (16), tcn / wavenet (8) 1.2-2.7x faster.
-    if (q.chunks < kMinChunks) return false;
     q.m_tiles = ceil_div(cout_g, q.bm);
     q.j_tiles = ceil_div(p.out_length, q.bn);
     q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
