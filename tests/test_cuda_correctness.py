@@ -1,5 +1,6 @@
 """convkit's CUDA kernels against torch in float64: forward and every gradient, every dtype."""
 import os
+import secrets
 import pytest
 import torch
 
@@ -39,8 +40,11 @@ CASES = [
 
 
 def make_inputs(B, Cin, Cout, K, L, groups, dtype, bias=True, seed=None):
+    # A fresh seed that leaves the global generator alone: torch.seed() would reseed the global CUDA
+    # generator with the same value, and check_case's dy = randn_like(y) would then repeat x's numbers
+    # (dy == x wherever the shapes line up, so grad-weight's middle tap summed x**2: fp16 overflow).
     g = torch.Generator(device="cuda")
-    g.manual_seed(torch.seed() if seed is None else seed)
+    g.manual_seed(secrets.randbits(62) if seed is None else seed)
     x = torch.randn(B, Cin, L, device="cuda", generator=g).to(dtype)
     w = torch.randn(Cout, Cin // groups, K, device="cuda", generator=g).div_((Cin // groups * K) ** 0.5).to(dtype)
     b = torch.randn(Cout, device="cuda", generator=g).to(dtype) if bias else None
