@@ -649,7 +649,7 @@ def runs_sm90a_code():
 
 
 # The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
-# 32-channel stages or more) and a multiple of 8, K <= 8, on a device running sm_90a code; the grad-input
+# 32-channel stages or more) and a multiple of 8, Cout/groups > 64, K <= 8, on a device running sm_90a code; the grad-input
 # of such shapes runs on it too. Cases: w2v_k3s2-like (BM 256, odd rows: the realigning loads), tcn-like,
 # wavenet-like (one window per tap), Cout/groups 200 in 2 groups (a partial 256-row tile), K 8 causal, stride 3
 # with dilation 4, a (B, L, C) view of x (the strided loads), Cin/groups 136 (a partial last stage), and
@@ -659,9 +659,9 @@ WGMMA_CASES = [
     ("tcn_like_d8", 2, 256, 256, 3, 1000, 1, 8, 8, 1),
     ("wavenet_like_d512", 2, 128, 128, 2, 2100, 1, 0, 512, 1),
     ("cout_200_groups_2", 1, 512, 400, 3, 777, 1, 1, 1, 2),
-    ("k8_causal", 2, 128, 64, 8, 515, 1, "causal", 1, 1),
+    ("k8_causal", 2, 128, 72, 8, 515, 1, "causal", 1, 1),
     ("s3_d4", 2, 128, 96, 3, 1201, 3, 0, 4, 1),
-    ("blc_view", 2, 128, 64, 3, 600, 1, 1, 1, 1),
+    ("blc_view", 2, 128, 96, 3, 600, 1, 1, 1, 1),
     ("cin_136_partial_stage", 2, 136, 72, 3, 700, 1, 1, 1, 1),
     # 632 tiles: each block of the persistent grid runs several (rb table, C tile and accumulators reused)
     ("many_tiles_per_block", 8, 128, 128, 3, 20001, 1, 1, 1, 1),
@@ -687,8 +687,8 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
 
 
 def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
-    """Cin/groups 64 (two stages: the mma.sync kernel is faster there) and fp32 master weights keep the
-    mma.sync kernel."""
+    """Cin/groups 64 (two stages: the mma.sync kernel is faster there), Cout/groups 64 (half a 128-row
+    tile) and fp32 master weights keep the mma.sync kernel."""
     if not runs_sm90a_code():
         pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
     x, w, b = make_inputs(2, 64, 128, 3, 500, 1, torch.bfloat16)
@@ -696,6 +696,8 @@ def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
     x, w, b = make_inputs(2, 256, 128, 3, 500, 1, torch.bfloat16)
     assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_wgmma"
     assert convkit.explain(x, w.float(), b.float())["forward"] == "conv1d_fwd_dense_mma"
+    x, w, b = make_inputs(2, 256, 64, 3, 500, 1, torch.bfloat16)
+    assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_mma"
 
 
 # CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight

@@ -467,7 +467,9 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
   // Short reductions leave the per-tile prologue (one memory round trip before the first wgmma) and epilogue
   // unhidden: kb67 / kb76 / grouped_g8 (Cin_g 64) ran 1.0-1.35x slower than the mma.sync kernel (H200,
   // ci/dense_mma_check.cu), w2v_k3s2 (512), tcn / wavenet (256) 1.2-2.7x faster.
-  if (cin_g < kMinCin || cin_g % 8 != 0 || cout_g < 1) return false;
+  // Cout_g <= 64 fills half of the 128-row tile (zero rows still cost wgmma time): kb67 / kb76's grad-input
+  // phases (Cout' = Cin = 64) took their fwd+bwd from 7.06 / 32.9 ms (mma.sync) to 7.90 / 38.2 (session 14).
+  if (cin_g < kMinCin || cin_g % 8 != 0 || cout_g <= 64) return false;
   if (check_weights && !(p.w_stride_i == 1 && p.w_stride_k % 8 == 0 && p.w_stride_o % 8 == 0 &&
                          (reinterpret_cast<uintptr_t>(p.w) & 15) == 0))
     return false;

@@ -50,7 +50,7 @@ cudaError_t launch_conv1d_fwd_dense_mma(const Conv1dParams& p, cudaStream_t stre
 bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p);
 // The same forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu; built into sm_90a code only, where
 // setup.py defines CONVKIT_SM90A): launch_conv1d_fwd_dense_mma runs it where supports(p, true) holds, i.e.
-// 16-bit input and weights, Cin/groups >= 16 and a multiple of 8, K <= 8, tap-major weights (check_weights),
+// 16-bit input and weights, Cin/groups >= 128 and a multiple of 8, Cout/groups > 64, K <= 8, tap-major weights (check_weights),
 // a device running the sm_90 code. CONVKIT_DENSE_WGMMA=0 switches it off.
 bool conv1d_fwd_dense_wgmma_supports(const Conv1dParams& p, bool check_weights);
 cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
