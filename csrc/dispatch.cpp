@@ -532,7 +532,8 @@ at::Tensor unified_weight(const at::Tensor& w, const Conv1dParams& p, const std:
   return tap_major ? tap_major_weight(wt) : wt;
 }
 
-// Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16, the fp32 tile kernel
+// Dense / grouped grad-weight (and grad-bias with it): tensor cores for fp16/bf16 (wgmma on Hopper where it
+// applies, else mma.sync), the fp32 tile kernel
 // (TF32 or IEEE, as the forward) for fp32; launch == nullptr: the generic kernel.
 struct WeightGradChoice {
   LaunchFn launch;
@@ -542,6 +543,8 @@ struct WeightGradChoice {
 WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
   if ((is_depthwise(p) && !dense_like_depthwise(p)) || forced() == Force::kAllGeneric)
     return {nullptr, nullptr, ""};
+  if (conv1d_bwd_weight_dense_wgmma_supports(p))  // Hopper, sm_90a builds (CONVKIT_DENSE_WGMMA=0: off)
+    return {&launch_conv1d_bwd_weight_dense_wgmma, &plan_conv1d_bwd_weight_dense_wgmma, "conv1d_bwd_weight_dense_wgmma"};
   if (conv1d_bwd_weight_dense_mma_supports(p))
     return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
   if (conv1d_bwd_weight_dense_f32_supports(p)) {

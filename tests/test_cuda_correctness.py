@@ -637,7 +637,7 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     # (the wide-reduction cases run the wgmma kernel on an sm_90a build: test_dense_wgmma_* below)
     assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
     assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
-    assert names["grad_weight"] == "conv1d_bwd_weight_dense_mma"
+    assert names["grad_weight"] in ("conv1d_bwd_weight_dense_mma", "conv1d_bwd_weight_dense_wgmma")
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
@@ -679,11 +679,33 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["forward"] == "conv1d_fwd_dense_wgmma"
-    if name == "w2v_like_s2":  # the profiler costs seconds per use: one case shows the kernel the name stands for
+    # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
+    # K = 3 (not wavenet_like_d512, k8_causal)
+    assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
+    if name == "w2v_like_s2":  # the profiler costs seconds per use: one case shows the kernels the names stand for
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
         assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)
+        assert any("conv1d_bwd_weight_dense_wgmma_kernel" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 128, 3, 20001, 3, 4), (2, 512, 512, 3, 9999, 2, 1)], ids=["kb76_like", "w2v_like"])
+def test_dense_wgmma_grad_weight_deterministic(shape):
+    """The wgmma grad-weight's split sums are added in a fixed order: the same bits on every run (and grad-bias
+    with them), for a single-tile shape split over every SM and a 4 x 8-tile one."""
+    if not runs_sm90a_code():
+        pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
+    B, Cin, Cout, K, L, S, D = shape
+    x, w, b = make_inputs(B, Cin, Cout, K, L, 1, torch.bfloat16)
+    assert convkit.explain(x, w, b, stride=S, dilation=D)["grad_weight"] == "conv1d_bwd_weight_dense_wgmma"
+    w.requires_grad_()
+    b.requires_grad_()
+    y = convkit.conv1d(x, w, b, stride=S, dilation=D)
+    dy = torch.randn_like(y)
+    grads = [torch.autograd.grad(y, (w, b), dy, retain_graph=True) for _ in range(3)]
+    for dw, db in grads[1:]:
+        assert torch.equal(dw, grads[0][0]) and torch.equal(db, grads[0][1])
 
 
 def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
@@ -701,8 +723,8 @@ def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
 
 
 # CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight
-# path (forward and grad-input), which the wgmma kernel otherwise takes over on the H200: MMA_CASES' wide
-# cases and a wavenet-like one, forward and gradients with GELU.
+# path (forward and grad-input) and the mma.sync grad-weight, which the wgmma kernels otherwise take over on
+# the H200: MMA_CASES' wide cases and a wavenet-like one, forward and gradients with GELU.
 WGMMA_OFF_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -718,6 +740,7 @@ for dtype in (torch.bfloat16, torch.float16):
         names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
         assert names["forward"] == "conv1d_fwd_dense_mma", names
         assert names["grad_input"] == "conv1d_bwd_input_dense_mma", names
+        assert names["grad_weight"] == "conv1d_bwd_weight_dense_mma", names
         y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
         dy = torch.randn_like(y)
         y.backward(dy)
@@ -1103,9 +1126,9 @@ def test_dense_grad_input_strided_switches(env):
     run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 
 
-# CONVKIT_WGRAD_CHUNK=32 (read once per process): the tensor-core grad-weight reduces 32 outputs per
+# CONVKIT_WGRAD_CHUNK=32 (read once per process): the mma.sync grad-weight reduces 32 outputs per
 # chunk instead of 64. MMA_CASES' grad-weight and grad-bias again in a child process, with lengths that
-# leave a partial last chunk.
+# leave a partial last chunk (CONVKIT_DENSE_WGMMA=0: the wide cases too, which the H200 otherwise runs on wgmma).
 WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
@@ -1137,7 +1160,7 @@ print("chunk 32 grad-weight cases passed")
 
 def test_dense_grad_weight_chunk32():
     run_child_script(WGRAD_SCRIPT.replace("@CASES@", repr(MMA_CASES)), "chunk 32 grad-weight cases passed",
-                     CONVKIT_WGRAD_CHUNK="32", CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_WGRAD_CHUNK="32", CONVKIT_POISON_OUTPUTS="1", CONVKIT_DENSE_WGMMA="0")
 
 
 # CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on

@@ -35,16 +35,13 @@
 // package was built with a 9.0a architecture, CONVKIT_SM90A, and the device runs that code).
 // CONVKIT_DENSE_WGMMA=0 switches it off (the mma.sync kernel runs instead).
 #include <cstdint>
-#include <type_traits>
 
 #include "activation.cuh"
 #include "common.cuh"
 #include "launchers.h"
 #include "mma_common.cuh"
+#include "wgmma_common.cuh"
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONVKIT_WGMMA_DEVICE 1
-#endif
 // Timing experiments (ci/wg_experiment.sh; wrong results): 1 leaves out the wgmma calls of the main loop,
 // 2 its staging (weight copies, x loads and stores after the prologue). 0 in every build of the package.
 #ifndef CONVKIT_DENSE_WGMMA_EXPERIMENT
@@ -65,90 +62,12 @@ struct WgPlan {
   int bm, bn, bm_shift;
   int cc, cc_shift;  // input channels per stage (16 or 32)
   int k, s, d;
-  int nseg;          // 1: one contiguous window; K: one window per tap
-  int wls;           // positions staged per segment (multiple of 8)
-  int wq;            // rows per phase
-  int seg_rows;      // s * wq
-  int cgs;           // rows between channel groups (== 1 mod 8)
+  wg::XWindow win;   // the x window of a tile's BN outputs (wgmma_common.cuh)
   int x_units;       // (cc / 8) * nseg * wls / 8 <= kThreads
   int a_rg;          // bytes between the A row groups (8 reduction elements of every row): BM * 16 + 64
   int a_bytes, stage_bytes, c_pitch, smem_bytes;
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
-
-// ---- wgmma building blocks (PTX ISA: asynchronous warpgroup-level matrix instructions) -------------
-// Shared-memory matrix descriptor, no swizzle: start address, leading byte offset (between core matrices
-// adjacent in K), stride byte offset (between core matrices adjacent in M / N), all in 16-byte units.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32);
-}
-
-#define CONVKIT_WG_D64                                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
-  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "   \
-  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
-  "%62, %63}"
-#define CONVKIT_WG_ACC64(d)                                                                                 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),    \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),  \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),  \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),  \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),  \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-// d (64 x 128 fp32, the warpgroup's accumulator fragment) += A (64 x 16, descriptor da) * B (16 x 128, db),
-// both K-major.
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  if constexpr (std::is_same<T, __half>::value) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : CONVKIT_WG_ACC64(d)
-        : "l"(da), "l"(db), "r"(1));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : CONVKIT_WG_ACC64(d)
-        : "l"(da), "l"(db), "r"(1));
-  }
-#endif
-}
-#undef CONVKIT_WG_D64
-#undef CONVKIT_WG_ACC64
-
-__device__ __forceinline__ void wg_fence() {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wg_commit() {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void wg_wait() {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the async
-// proxy wgmma reads through (with the barrier that follows).
-__device__ __forceinline__ void fence_proxy_async() {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-// Keeps the compiler from moving accumulator accesses across the wgmma fences / waits.
-template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 template <typename T, int MW, int NB>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -159,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int rb[kMaxK];  // first x row of output 0 for each tap, this tile
   const int tid = threadIdx.x;
-  const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;  // wgi: this thread's warpgroup
   const unsigned short* xr = static_cast<const unsigned short*>(p.x);
   const unsigned short* wr = static_cast<const unsigned short*>(p.w);
   const int64_t S = q.s, D = q.d, P = p.pad_left;
@@ -169,8 +88,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int cgn = q.cc >> 3;
   const bool x_active = tid < q.x_units;
   const int x_cg = tid % cgn, x_grp = tid / cgn;
-  const int x_seg = x_grp / (q.wls >> 3);
-  const int x_t0 = (x_grp % (q.wls >> 3)) * 8;
+  const int x_seg = x_grp / (q.win.wls >> 3);
+  const int x_t0 = (x_grp % (q.win.wls >> 3)) * 8;
   uint32_t rx[32];  // [channel][4 words of 8 positions]
 
   float acc[MW][NB][64];
@@ -184,20 +103,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     divmod(rest, q.j_tiles, b, jt);
     const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
     const int64_t start0 = j0 * S - P;
-    if (tid < q.k) {
-      const int64_t k = tid;
-      int64_t o, seg;
-      if (q.nseg > 1) {
-        const int64_t st = start0 + k * D;
-        o = st - floor8(st);
-        seg = k;
-      } else {
-        o = start0 - floor8(start0) + k * D;
-        seg = 0;
-      }
-      rb[tid] = static_cast<int>(seg * q.seg_rows + (o % S) * q.wq + o / S);
-    }
-    const int64_t pos = floor8(start0 + (q.nseg > 1 ? x_seg * D : 0)) + x_t0;
+    if (tid < q.k) rb[tid] = wg::window_row(q.win, start0, tid, S, D);
+    const int64_t pos = floor8(start0 + (q.win.nseg > 1 ? x_seg * D : 0)) + x_t0;
     const bool x_vec = p.x_stride_l == 1 && pos >= 0 && pos + 8 <= p.in_length;
     const int64_t x_row0 = b * p.x_stride_b + (g * q.cin_g + x_cg * 8) * p.x_stride_c + pos * p.x_stride_l;
     const int64_t w_row0 = (g * q.cout_g + co0) * p.w_stride_o;
@@ -211,81 +118,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // realignment of rows that are not 16-byte aligned waits for them), so a stage costs one memory round
     // trip, overlapped with the running wgmma calls.
     auto load_x = [&](int chunk) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) rx[i] = 0u;
-      if (!x_active) return;
       const int64_t c_loc0 = static_cast<int64_t>(chunk) * q.cc + x_cg * 8;
-      const int64_t row0 = x_row0 + static_cast<int64_t>(chunk) * q.cc * p.x_stride_c;
-      const int n_ch = static_cast<int>(min(int64_t{8}, q.cin_g - c_loc0));  // 8 or 0 (Cin_g % 8 == 0)
-      if (x_vec) {
-        uint4 lo[8], hi[8];
-        int mis[8];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          const uintptr_t addr = reinterpret_cast<uintptr_t>(xr + row0 + c * p.x_stride_c);
-          mis[c] = static_cast<int>((addr & 15) >> 1);
-          const uint4* a = reinterpret_cast<const uint4*>(addr - 2 * mis[c]);
-          lo[c] = make_uint4(0u, 0u, 0u, 0u);
-          hi[c] = lo[c];
-          if (c < n_ch) {
-            lo[c] = ldg_stream(a);
-            // Both 16-byte chunks hold an element of the range, so neither read leaves the allocation.
-            if (mis[c] != 0) hi[c] = ldg_stream(a + 1);
-          }
-        }
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          uint32_t w[8] = {lo[c].x, lo[c].y, lo[c].z, lo[c].w, hi[c].x, hi[c].y, hi[c].z, hi[c].w};
-          const int m = mis[c];
-          if (m & 4) {
-#pragma unroll
-            for (int i = 0; i < 6; ++i) w[i] = w[i + 2];
-          }
-          if (m & 2) {
-#pragma unroll
-            for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
-          }
-          if (m & 1) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) w[i] = __byte_perm(w[i], w[i + 1], 0x5432);
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) rx[4 * c + i] = w[i];
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          if (c >= n_ch) break;
-          const int64_t row = row0 + c * p.x_stride_c;
-          uint32_t h[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const int64_t pp = pos + e;
-            h[e] = (pp >= 0 && pp < p.in_length) ? __ldg(xr + row + e * p.x_stride_l) : 0u;
-          }
-#pragma unroll
-          for (int e = 0; e < 4; ++e) rx[4 * c + e] = h[2 * e] | (h[2 * e + 1] << 16);
-        }
-      }
+      const int n_ch = x_active ? static_cast<int>(min(int64_t{8}, q.cin_g - c_loc0)) : 0;  // 8 or 0 (Cin_g % 8 == 0)
+      wg::load_x_unit(xr, x_row0 + static_cast<int64_t>(chunk) * q.cc * p.x_stride_c, p.x_stride_c, p.x_stride_l,
+                      pos, p.in_length, n_ch, x_vec, rx);
     };
     auto store_x = [&](int buf) {  // rx, transposed to 8 position rows of 8 channels, into stage buffer buf
       if (!x_active) return;
-      int ph = x_t0 % q.s, qq = x_t0 / q.s;
-      const uint32_t base =
-          smem0 + buf * q.stage_bytes + q.a_bytes + (x_cg * q.cgs + x_seg * q.seg_rows) * 16;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-          const uint32_t sel = hi ? 0x7632u : 0x5410u;
-          const uint32_t w0 = __byte_perm(rx[0 * 4 + j], rx[1 * 4 + j], sel);
-          const uint32_t w1 = __byte_perm(rx[2 * 4 + j], rx[3 * 4 + j], sel);
-          const uint32_t w2 = __byte_perm(rx[4 * 4 + j], rx[5 * 4 + j], sel);
-          const uint32_t w3 = __byte_perm(rx[6 * 4 + j], rx[7 * 4 + j], sel);
-          sts128(base + (ph * q.wq + qq) * 16, w0, w1, w2, w3);
-          if (++ph == q.s) { ph = 0; ++qq; }
-        }
-      }
+      wg::store_x_unit(smem0 + buf * q.stage_bytes + q.a_bytes + (x_cg * q.win.cgs + x_seg * q.win.seg_rows) * 16,
+                       x_t0, q.s, q.win.wq, rx);
     };
     // Stage `chunk`'s weights into buffer buf (one commit group). Unit u: the low bit picks one of the two
     // 16-byte halves of a 32-byte sector of a weight row (so a warp's copies read whole sectors), then the row,
@@ -311,18 +152,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto compute = [&](int buf) {  // issue stage buf's wgmma calls (asynchronous)
       const uint32_t a_base = smem0 + buf * q.stage_bytes;
       const uint32_t x_base = a_base + q.a_bytes;
-      const uint32_t a_lbo = q.a_rg, x_lbo = q.cgs * 16;
+      const uint32_t a_lbo = q.a_rg, x_lbo = q.win.cgs * 16;
 #pragma unroll 1
       for (int s = 0; s < steps; ++s) {
         const int k = s >> (q.cc_shift - 4);                      // tap of this k16 step
         const int cg0 = (s & ((1 << (q.cc_shift - 4)) - 1)) * 2;  // its first channel group
-        const uint32_t b_addr = x_base + (cg0 * q.cgs + rb[k]) * 16;
+        const uint32_t b_addr = x_base + (cg0 * q.win.cgs + rb[k]) * 16;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
-          const uint64_t da = smem_desc(a_base + (2 * s) * q.a_rg + (wg * MW + mb) * 64 * 16, a_lbo, 128);
+          const uint64_t da = wg::smem_desc(a_base + (2 * s) * q.a_rg + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
 #pragma unroll
           for (int nb = 0; nb < NB; ++nb)
-            wgmma_m64n128k16<T>(acc[mb][nb], da, smem_desc(b_addr + nb * 128 * 16, x_lbo, 128));
+            wg::mma_m64n128k16<T>(acc[mb][nb], da, wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128));
         }
       }
     };
@@ -333,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_x(0);
     if (nch > 1) load_x(chunk_of(1));
     cp_async_wait<0>();
-    fence_proxy_async();
+    wg::fence_proxy_async();
     __syncthreads();
 #pragma unroll
     for (int mb = 0; mb < MW; ++mb)
@@ -350,10 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
-        for (int nb = 0; nb < NB; ++nb) fence_acc(acc[mb][nb]);
-      wg_fence();
+        for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
+      wg::fence();
       if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 1) compute(buf);
-      wg_commit();
+      wg::commit();
       // While stage c's calls run: stage c + 1's weights and x window (buffer nbuf was freed by the barrier
       // that ended the previous step), then stage c + 2's x window into registers.
       if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 2 && c + 1 < nch) {
@@ -361,17 +202,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_x(nbuf);
       }
       if (CONVKIT_DENSE_WGMMA_EXPERIMENT != 2 && c + 2 < nch) load_x(chunk_of(c + 2));
-      wg_wait<1>();  // stage c - 1's calls are done (buffer c - 1 is free after the barrier); stage c's run on
+      wg::wait<1>();  // stage c - 1's calls are done (buffer c - 1 is free after the barrier); stage c's run on
       cp_async_wait<0>();
-      fence_proxy_async();
+      wg::fence_proxy_async();
       __syncthreads();
       buf = nbuf;
     }
-    wg_wait<0>();
+    wg::wait<0>();
 #pragma unroll
     for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
-      for (int nb = 0; nb < NB; ++nb) fence_acc(acc[mb][nb]);
+      for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
     __syncthreads();  // every warpgroup is done with the stage buffers: the C tile reuses them
 
     // Epilogue: bias + activation, rounded to T, into the C tile [BM][c_pitch], then coalesced stores.
@@ -381,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int mb = 0; mb < MW; ++mb) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = (wg * MW + mb) * 64 + rw + 8 * h;
+          const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
           const int64_t co = co0 + row;
           float bv = 0.f;
           if (p.bias != nullptr && co < q.cout_g) bv = load_param<T>(p, p.bias, g * q.cout_g + co);
@@ -431,20 +272,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-int smem_optin_bytes() {
-  static int cache[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
-  if (cache[dev] == 0) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
-    cache[dev] = v;
-  }
-  return cache[dev];
-}
-
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 bool wgmma_switched_off() {
   static const bool off = env_equals("CONVKIT_DENSE_WGMMA", "0");
   return off;
@@ -478,7 +305,7 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
   q.d = static_cast<int>(p.dilation);
   q.cin_g = cin_g;
   q.cout_g = cout_g;
-  const int limit = smem_optin_bytes();
+  const int limit = wg::smem_optin_bytes();
   // Shapes, preferred first: BM 128 when Cout_g <= 128 (x read once) else 256; the widest BN and CC that fit.
   q.mw = cout_g > 128 ? 2 : 1;
   const int tries[4][2] = {{2, 32}, {1, 32}, {2, 16}, {1, 16}};  // (nb, cc)
@@ -490,34 +317,19 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
     q.bm_shift = q.mw == 2 ? 8 : 7;
     q.bn = 128 * q.nb;
     q.cc_shift = q.cc == 32 ? 5 : 4;
-    const int64_t span_one = static_cast<int64_t>(q.bn - 1) * q.s + 1;
-    const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(q.k - 1) * q.d, 8);
-    const int64_t wls_seg = round_up(7 + span_one, 8);
-    const int64_t wq_contig = ceil_div(wls_contig, q.s), wq_seg = ceil_div(wls_seg, q.s);
-    if (q.k > 1 && q.k * wq_seg < wq_contig) {
-      q.nseg = q.k;
-      q.wls = static_cast<int>(wls_seg);
-      q.wq = static_cast<int>(wq_seg);
-    } else {
-      if (wls_contig > 4096) continue;
-      q.nseg = 1;
-      q.wls = static_cast<int>(wls_contig);
-      q.wq = static_cast<int>(wq_contig);
-    }
-    q.seg_rows = q.s * q.wq;
-    q.x_units = (q.cc / 8) * q.nseg * (q.wls / 8);
+    if (!wg::plan_x_window(q.bn, q.k, q.s, q.d, 4096, q.win)) continue;
+    q.x_units = (q.cc / 8) * q.win.nseg * (q.win.wls / 8);
     if (q.x_units > kThreads) continue;
-    const int rows = q.nseg * q.seg_rows;
-    q.cgs = static_cast<int>(round_up(rows, 8)) + 1;
+    const int rows = q.win.nseg * q.win.seg_rows;
     q.a_rg = q.bm * 16 + 64;
     q.a_bytes = (q.k * q.cc / 8) * q.a_rg;
-    const int x_bytes = (q.cc / 8) * q.cgs * 16;
-    q.stage_bytes = static_cast<int>(round_up(q.a_bytes + x_bytes, 128));
+    const int x_bytes = (q.cc / 8) * q.win.cgs * 16;
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + x_bytes, 128));
     q.c_pitch = q.bn + 8;
     const int64_t c_bytes = static_cast<int64_t>(q.bm) * q.c_pitch * 2;
     const int64_t total = std::max<int64_t>(static_cast<int64_t>(kStages) * q.stage_bytes, c_bytes);
     if (total + static_cast<int64_t>(sizeof(int)) * kMaxK > limit) continue;  // (+ the static rb table)
-    if ((rows + 16) * 16 > (1 << 18) || q.cgs * 16 >= (1 << 18)) continue;  // descriptor fields (14 bits of 16 B)
+    if ((rows + 16) * 16 > (1 << 18) || q.win.cgs * 16 >= (1 << 18)) continue;  // descriptor fields (14 bits of 16 B)
     q.smem_bytes = static_cast<int>(total);
     q.chunks = ceil_div(cin_g, q.cc);
     q.m_tiles = ceil_div(cout_g, q.bm);

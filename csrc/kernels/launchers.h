@@ -72,6 +72,11 @@ cudaError_t launch_conv1d_bwd_weight_dense_tf32(const Conv1dParams& p, cudaStrea
 bool conv1d_bwd_weight_dense_mma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_mma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream_t stream);
+// The same on Hopper's wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu; sm_90a code only, as the wgmma
+// forward): 16-bit, Cin/groups >= 32 and a multiple of 8, Cout/groups >= 64, K = 3. Same interface.
+bool conv1d_bwd_weight_dense_wgmma_supports(const Conv1dParams& p);
+int64_t plan_conv1d_bwd_weight_dense_wgmma(Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
 
 // The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[b, i % S, c, i / S] for a buf
 // with strides (buf_stride_b, buf_stride_rho, buf_stride_c, 1) (the phase launches' (S, B, C, lq) or the

@@ -1,0 +1,271 @@
+// Building blocks of the Hopper wgmma kernels (conv1d_fwd_dense_wgmma.cu, conv1d_bwd_weight_dense_wgmma.cu):
+// the wgmma calls and fences (PTX ISA, "asynchronous warpgroup-level matrix instructions"), shared-memory
+// matrix descriptors for the no-swizzle layouts, and the staging of an x window, which both kernels share:
+//
+//   x window: CC input channels x the positions a run of outputs touches, in shared memory as
+//   [channel group of 8][position row][8 channels] (16-byte rows), positions phase-split
+//   (row = (t % S) * Wq + t / S) so that for every tap k the outputs j0 .. j0 + n read the CONSECUTIVE rows
+//   rb[k] .. rb[k] + n. For the forward that is the B operand (K-major: reduction = channels, N = outputs),
+//   for grad-weight the B operand too (N-major: reduction = outputs, N = channels), at another start row
+//   per tap. Large dilations get one window per tap ("segments").
+//
+// Only sm_90a device code has the instructions (CONVKIT_WGMMA_DEVICE); elsewhere they compile to nothing
+// and the kernels trap (the host never picks them there).
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "common.cuh"
+#include "mma_common.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONVKIT_WGMMA_DEVICE 1
+#endif
+
+namespace convkit {
+namespace wg {
+
+// Shared-memory matrix descriptor, no swizzle: start address, leading byte offset (between core matrices
+// adjacent in K), stride byte offset (between core matrices adjacent in M / N), all in 16-byte units. The same
+// fields for K-major and (no-swizzle) MN-major operands: canonical layouts ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+// and ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)), T = 8 16-bit elements.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32);
+}
+
+#define CONVKIT_WG_D32                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define CONVKIT_WG_D64                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "   \
+  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
+  "%62, %63}"
+#define CONVKIT_WG_ACC32(d)                                                                                 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),    \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define CONVKIT_WG_ACC64(d)                                                                                 \
+  CONVKIT_WG_ACC32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),       \
+  "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),  \
+  "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),  \
+  "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),  \
+  "+f"(d[62]), "+f"(d[63])
+
+// d (64 x 128 fp32, the warpgroup's accumulator fragment) += A (64 x 16, descriptor da) * B (16 x 128, db),
+// both K-major (the forward).
+template <typename T>
+__device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : CONVKIT_WG_ACC64(d)
+        : "l"(da), "l"(db), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : CONVKIT_WG_ACC64(d)
+        : "l"(da), "l"(db), "r"(1));
+  }
+#endif
+}
+
+// d (64 x 64 fp32) += A (64 x 16, K-major) * B (16 x 64, N-major: imm-trans-b = 1) (grad-weight).
+template <typename T>
+__device__ __forceinline__ void mma_m64n64k16_bn(float (&d)[32], uint64_t da, uint64_t db) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : CONVKIT_WG_ACC32(d)
+        : "l"(da), "l"(db), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : CONVKIT_WG_ACC32(d)
+        : "l"(da), "l"(db), "r"(1));
+  }
+#endif
+}
+#undef CONVKIT_WG_D32
+#undef CONVKIT_WG_D64
+#undef CONVKIT_WG_ACC32
+#undef CONVKIT_WG_ACC64
+
+__device__ __forceinline__ void fence() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wait() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the async
+// proxy wgmma reads through (with the barrier that follows).
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator accesses across the wgmma fences / waits.
+template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- the x window ------------------------------------------------------------------------------------
+struct XWindow {
+  int nseg;      // 1: one contiguous window; K: one window per tap
+  int wls;       // positions staged per segment (multiple of 8)
+  int wq;        // rows per phase
+  int seg_rows;  // s * wq
+  int cgs;       // rows between channel groups (== 1 mod 8: spreads the transposing stores over the banks)
+};
+
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The window for `outs` consecutive outputs (k taps, stride s, dilation d): one contiguous window, or one
+// per tap when that stages fewer rows; false when the contiguous one would exceed max_wls positions.
+inline bool plan_x_window(int outs, int k, int s, int d, int64_t max_wls, XWindow& w) {
+  const int64_t span_one = static_cast<int64_t>(outs - 1) * s + 1;
+  const int64_t wls_contig = round_up(7 + span_one + static_cast<int64_t>(k - 1) * d, 8);
+  const int64_t wls_seg = round_up(7 + span_one, 8);
+  const int64_t wq_contig = ceil_div(wls_contig, s), wq_seg = ceil_div(wls_seg, s);
+  if (k > 1 && k * wq_seg < wq_contig) {
+    w.nseg = k;
+    w.wls = static_cast<int>(wls_seg);
+    w.wq = static_cast<int>(wq_seg);
+  } else {
+    if (wls_contig > max_wls) return false;
+    w.nseg = 1;
+    w.wls = static_cast<int>(wls_contig);
+    w.wq = static_cast<int>(wq_contig);
+  }
+  w.seg_rows = s * w.wq;
+  w.cgs = static_cast<int>(round_up(static_cast<int64_t>(w.nseg) * w.seg_rows, 8)) + 1;
+  return true;
+}
+
+// The window row of output 0's tap k, for a run of outputs whose first reads position start0 (= j0 * S - P).
+__device__ __forceinline__ int window_row(const XWindow& w, int64_t start0, int64_t k, int64_t S, int64_t D) {
+  int64_t o, seg;
+  if (w.nseg > 1) {
+    const int64_t st = start0 + k * D;
+    o = st - tc::floor8(st);
+    seg = k;
+  } else {
+    o = start0 - tc::floor8(start0) + k * D;
+    seg = 0;
+  }
+  return static_cast<int>(seg * w.seg_rows + (o % S) * w.wq + o / S);
+}
+
+// One thread's unit of a window: 8 channels (rows row0, row0 + stride_c, ...; n_ch of them exist) x the 8
+// positions pos .. pos + 7 (element stride stride_l; zero outside [0, len)) into rx = [channel][4 words].
+// vec: stride_l == 1 and the 8 positions inside the row, so two 16-byte loads per channel cover them (one
+// when aligned). All loads are issued before the realignment uses any (one memory round trip).
+__device__ __forceinline__ void load_x_unit(const unsigned short* xr, int64_t row0, int64_t stride_c,
+                                            int64_t stride_l, int64_t pos, int64_t len, int n_ch, bool vec,
+                                            uint32_t (&rx)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) rx[i] = 0u;
+  if (vec) {
+    uint4 lo[8], hi[8];
+    int mis[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const uintptr_t addr = reinterpret_cast<uintptr_t>(xr + row0 + c * stride_c);
+      mis[c] = static_cast<int>((addr & 15) >> 1);
+      const uint4* a = reinterpret_cast<const uint4*>(addr - 2 * mis[c]);
+      lo[c] = make_uint4(0u, 0u, 0u, 0u);
+      hi[c] = lo[c];
+      if (c < n_ch) {
+        lo[c] = tc::ldg_stream(a);
+        // Both 16-byte chunks hold an element of the range, so neither read leaves the allocation.
+        if (mis[c] != 0) hi[c] = tc::ldg_stream(a + 1);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      uint32_t w[8] = {lo[c].x, lo[c].y, lo[c].z, lo[c].w, hi[c].x, hi[c].y, hi[c].z, hi[c].w};
+      const int m = mis[c];
+      if (m & 4) {
+#pragma unroll
+        for (int i = 0; i < 6; ++i) w[i] = w[i + 2];
+      }
+      if (m & 2) {
+#pragma unroll
+        for (int i = 0; i < 5; ++i) w[i] = w[i + 1];
+      }
+      if (m & 1) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = __byte_perm(w[i], w[i + 1], 0x5432);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) rx[4 * c + i] = w[i];
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      if (c >= n_ch) break;
+      const int64_t row = row0 + c * stride_c;
+      uint32_t h[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int64_t pp = pos + e;
+        h[e] = (pp >= 0 && pp < len) ? __ldg(xr + row + e * stride_l) : 0u;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) rx[4 * c + e] = h[2 * e] | (h[2 * e + 1] << 16);
+    }
+  }
+}
+
+// rx (8 channels x positions t0 .. t0 + 7 of a segment), transposed into 8 position rows of 8 channels at their
+// phase-split rows; base = the shared address of the unit's channel group and segment.
+__device__ __forceinline__ void store_x_unit(uint32_t base, int t0, int s, int wq, const uint32_t (&rx)[32]) {
+  int ph = t0 % s, qq = t0 / s;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const uint32_t sel = hi ? 0x7632u : 0x5410u;
+      const uint32_t w0 = __byte_perm(rx[0 * 4 + j], rx[1 * 4 + j], sel);
+      const uint32_t w1 = __byte_perm(rx[2 * 4 + j], rx[3 * 4 + j], sel);
+      const uint32_t w2 = __byte_perm(rx[4 * 4 + j], rx[5 * 4 + j], sel);
+      const uint32_t w3 = __byte_perm(rx[6 * 4 + j], rx[7 * 4 + j], sel);
+      tc::sts128(base + (ph * wq + qq) * 16, w0, w1, w2, w3);
+      if (++ph == s) { ph = 0; ++qq; }
+    }
+  }
+}
+
+// The device's opt-in shared memory per block (cached per device).
+inline int smem_optin_bytes() {
+  static int cache[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
+  if (cache[dev] == 0) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
+    cache[dev] = v;
+  }
+  return cache[dev];
+}
+
+}  // namespace wg
+}  // namespace convkit
