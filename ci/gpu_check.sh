@@ -10,6 +10,8 @@
 #   PROFILE_ARGS="--cases kb76_dense_s3d4 --dtypes bfloat16" bash ci/gpu_check.sh profile
 #                                        # build, then Nsight Compute on one forward + backward per case
 #                                        # (ci/profile_cases.py): $OUT/ncu.txt
+#   bash ci/gpu_check.sh wgrad           # only the dense grad-weight harness (ci/dense_wgrad_check.cu: wgmma
+#                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
 #   bash ci/gpu_check.sh micro           # only the kernel micro-benchmark (ci/dw_micro.cu) into micro.log
 #                                        # (parts MICRO_PARTS, default 1-8; MICRO_FLAGS, MICRO_FLAGS2 as below)
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
@@ -40,6 +42,14 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/summary.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/summary.txt"
 
+if [ "$what" = wgrad ]; then
+  (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -lineinfo -I csrc ci/dense_wgrad_check.cu \
+     csrc/kernels/conv1d_bwd_weight_dense_wgmma.cu csrc/kernels/conv1d_bwd_weight_dense_mma.cu -o /tmp/wgrad) \
+    && timeout 300 /tmp/wgrad > "$OUT/wgrad.log" 2>&1
+  rc=$?
+  grep -E "TIME|FAIL|cases" "$OUT/wgrad.log"
+  exit $rc
+fi
 if [ "$what" = micro ]; then  # the micro-benchmark only (MICRO_FLAGS=-DQUICK: current choices vs streaming)
   MICRO_PARTS=${MICRO_PARTS:-1 2 3 4 5 6 7 8}
 fi

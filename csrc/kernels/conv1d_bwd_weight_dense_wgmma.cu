@@ -5,18 +5,23 @@
 //
 // A block (two warpgroups, 256 threads) owns co0 .. co0 + 127 (warpgroup w: 64 rows) x ci0 .. ci0 + 63 x
 // the K = 3 taps, and one contiguous range of reduction chunks (its split). A chunk is J = 64 consecutive
-// outputs j of one row b; it is one stage of a ring of three shared buffers:
-//   * A = dy[co0 .., j0 .. j0 + 63] as [j / 8][128 rows][8] (K-major core matrices), loaded 8 positions of a
-//     row per unit (realigned in registers: dy rows are rarely 16-byte aligned);
+// outputs j of one row b. Its wgmma operands (two shared "operand" buffers: chunk c's are read while c + 1's
+// are written):
+//   * A = dy[co0 .., j0 .. j0 + 63] as [j / 8][128 rows][8] (K-major core matrices);
 //   * B = the x window of the 64 channels that the chunk's outputs touch, the forward's layout
 //     (wgmma_common.cuh: [channel group][phase-split position row][8 channels]). For tap k the outputs
 //     j0 .. j0 + 63 read the consecutive rows rb[k] .. rb[k] + 63, so B of tap k (16 positions x 64 channels,
 //     N-major: channels contiguous) is the same buffer at another start row; J * S is a multiple of 8, so rb
 //     is the same for every chunk.
+// Both come from "landing" buffers (a ring of kLand): the raw 16-byte-aligned chunks of global memory that
+// cover each dy row's 64 positions and each x row's window, copied by cp.async kLand - 1 chunks ahead
+// (no registers held, so the loads of two chunks are in flight while a third is computed); chunks that reach
+// past a row's ends are read element by element with zeros outside (the padding), as are rows of strided
+// views. A "convert" pass then realigns each row (its misalignment is stored beside the landing buffer),
+// transposes x, and writes the operand buffer: shared-to-shared, while the previous chunk's wgmma run.
 // Per 16-position step each warpgroup issues one m64n64k16 per tap (accumulators acc[k]: 32 fp32 per tap).
-// As in the forward, stage c's wgmma calls run while stage c + 1 is stored from registers and stage c + 2's
-// loads are issued. The block's fp32 sums go to the workspace; sum_weight_bias_partials adds the splits in a
-// fixed order (the same bits on every run). Grad-bias: the n-tile-0 blocks sum their dy units while loading.
+// The block's fp32 sums go to the workspace; sum_weight_bias_partials adds the splits in a fixed order (the
+// same bits on every run). Grad-bias: the n-tile-0 blocks sum their dy units in the convert pass.
 //
 // Built only into sm_90a code (the kernel traps elsewhere; the host picks it only where the package was built
 // with a 9.0a architecture, CONVKIT_SM90A, and the device runs that code). CONVKIT_DENSE_WGMMA=0 switches it
@@ -34,19 +39,24 @@ namespace {
 using namespace tc;
 
 constexpr int kThreads = 256;  // two warpgroups
-constexpr int kStages = 3;     // shared buffers of the stage ring
+constexpr int kLand = 3;       // landing buffers (cp.async two chunks ahead of the convert)
 constexpr int BM = 128;        // output channels per block (64 per warpgroup)
 constexpr int CB = 64;         // input channels per block (the N of each wgmma)
 constexpr int J = 64;          // outputs per chunk (four 16-deep steps)
-constexpr int kTaps = 3;  // K handled (see make_plan)
-constexpr int kARg = BM * 16 + 16;  // bytes between A's row groups (8 positions); +16: the unit stores of a quarter
-                                    // warp (8 positions groups of one row) fall on different banks
+constexpr int kTaps = 3;       // K handled (see make_plan)
+constexpr int kARg = BM * 16 + 16;   // bytes between A's row groups (8 positions); +16: the unit stores of a
+                                     // quarter warp (8 position groups of one row) fall on different banks
+constexpr int kDyChunks = J / 8 + 1;  // landing chunks of a dy row (64 positions at any alignment)
+constexpr int kDyPitch = kDyChunks * 16;
+constexpr int kMisBytes = BM + CB * kTaps;  // misalignments of a landing buffer: dy rows, then (x channel, segment)
 
 struct GwPlan {
   int k, s, d;
   wg::XWindow win;
-  int x_units;  // 8 x 8 x-window units of a chunk (<= kThreads)
-  int a_bytes, stage_bytes, smem_bytes;
+  int x_units;   // 8 x 8 x-window units of a chunk (<= kThreads)
+  int lx_seg;    // landing chunks per x segment (wls / 8 + 1)
+  int lx_pitch;  // bytes per landing x row (nseg * lx_seg * 16)
+  int a_bytes, op_bytes, land_bytes, smem_bytes;
   int64_t cin_g, cout_g, n_g;  // n_g = Cin_g * K (a weight row)
   int64_t m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
 };
@@ -57,6 +67,49 @@ template <> __device__ __forceinline__ float lo_f<__half>(uint32_t w) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
 }
 template <> __device__ __forceinline__ float lo_f<__nv_bfloat16>(uint32_t w) { return __uint_as_float(w << 16); }
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// Eight 16-bit elements starting m (0..7) elements into the 32 bytes lo, hi, as four words.
+__device__ __forceinline__ void realign8(const uint4& lo, const uint4& hi, int m, uint32_t (&out)[4]) {
+  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  if (m & 4) {
+#pragma unroll
+    for (int e = 0; e < 6; ++e) w[e] = w[e + 2];
+  }
+  if (m & 2) {
+#pragma unroll
+    for (int e = 0; e < 5; ++e) w[e] = w[e + 1];
+  }
+  if (m & 1) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) w[e] = __byte_perm(w[e], w[e + 1], 0x5432);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = w[e];
+}
+
+// One 16-byte landing chunk: elements first .. first + 7 of a row (element stride sl) whose positions
+// [0, len) start at element row0, where p0 is `first`'s position. Whole chunks inside the row go by cp.async;
+// the others element by element (zero outside the row).
+__device__ __forceinline__ void land_chunk(uint32_t dst, const unsigned short* base, int64_t row0, int64_t p0,
+                                           int64_t sl, int64_t len) {
+  if (sl == 1 && p0 >= 0 && p0 + 8 <= len) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(base + row0 + p0) : "memory");
+    return;
+  }
+  uint32_t h[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) h[e] = (p0 + e >= 0 && p0 + e < len) ? __ldg(base + row0 + (p0 + e) * sl) : 0u;
+  sts128(dst, h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+}
 #endif
 
 template <typename T>
@@ -67,12 +120,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #else
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int rb[kTaps];
+  __shared__ unsigned char lmis[kLand][kMisBytes];
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
   const uint32_t smem0 = smem_u32(smem);
+  const uint32_t land0 = smem0 + 2 * q.op_bytes;
   const unsigned short* xr = static_cast<const unsigned short*>(p.x);
   const unsigned short* dyr = static_cast<const unsigned short*>(p.y);
   const int64_t S = q.s, D = q.d, P = p.pad_left;
+  const int nseg = q.win.nseg;
 
   // blockIdx.x = ((split * groups + g) * m_tiles + mt) * n_tiles + nt: the blocks of one split read the same
   // x and dy ranges at about the same time (shared through L2).
@@ -81,100 +137,100 @@ __global__ void __launch_bounds__(kThreads, 1)
   divmod(rest, q.m_tiles, rest, mt);
   divmod(rest, p.groups, split, g);
   const int64_t c_begin = split * q.per_split;
-  const int64_t c_end = min(c_begin + q.per_split, q.total_chunks);
+  const int64_t n_chunks = min(c_begin + q.per_split, q.total_chunks) - c_begin;
   const int64_t co0 = mt * BM, ci0 = nt * CB;
-  if (tid < q.k) rb[tid] = wg::window_row(q.win, -P, tid, S, D);  // the same for every chunk (J * S % 8 == 0)
+  if (tid < kTaps) rb[tid] = wg::window_row(q.win, -P, tid, S, D);  // the same for every chunk (J * S % 8 == 0)
 
-  // dy units: rows ur + 32 i (i < 4) of the tile, positions 8 * useg .. + 7 of the chunk.
-  const int useg = tid & 7, ur = tid >> 3;
-  int64_t dy_row[4];
-  bool dy_ok[4];
+  // Landing copies: dy row ld_r (two threads per row: chunks ld_h, ld_h + 2, ...); x channel lx_c (four threads
+  // per channel: chunks lx_h, lx_h + 4, ... of each segment).
+  const int ld_r = tid >> 1, ld_h = tid & 1;
+  const bool ld_ok = co0 + ld_r < q.cout_g;
+  const int64_t ld_row = (g * q.cout_g + co0 + ld_r) * p.y_stride_c;
+  const int lx_c = tid >> 2, lx_h = tid & 3;
+  const bool lx_ok = ci0 + lx_c < q.cin_g;
+  const int64_t lx_row = (g * q.cin_g + ci0 + lx_c) * p.x_stride_c;
+  // landing x row of channel c: c * lx_pitch + (c / 8) * 16 (the skew puts the eight channel groups a convert
+  // quarter-warp reads on different banks)
+  const uint32_t lx_off = static_cast<uint32_t>(BM * kDyPitch + lx_c * q.lx_pitch + (lx_c >> 3) * 16);
+  int64_t is_b = 0, is_jc = 0;  // the next chunk to land
+  divmod(c_begin, q.chunks_per_row, is_b, is_jc);
+  auto issue = [&](int slot) {
+    const int64_t b = is_b, j0 = is_jc * J;
+    if (++is_jc == q.chunks_per_row) {
+      is_jc = 0;
+      ++is_b;
+    }
+    const uint32_t lbase = land0 + slot * q.land_bytes;
+    if (ld_ok) {
+      const int64_t row0 = b * p.y_stride_b + ld_row;
+      int m = 0;  // dy element j0 sits m elements into its 16-byte chunk
+      if (p.y_stride_l == 1) m = static_cast<int>((reinterpret_cast<uintptr_t>(dyr + row0 + j0) >> 1) & 7);
+      if (ld_h == 0) lmis[slot][ld_r] = static_cast<unsigned char>(m);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t co = co0 + ur + 32 * i;
-    dy_ok[i] = co < q.cout_g;
-    dy_row[i] = (g * q.cout_g + co) * p.y_stride_c;
-  }
+      for (int i = ld_h; i < kDyChunks; i += 2)
+        land_chunk(lbase + ld_r * kDyPitch + i * 16, dyr, row0, j0 - m + 8 * i, p.y_stride_l, p.out_length);
+    }
+    if (lx_ok) {
+      const int64_t row0 = b * p.x_stride_b + lx_row;
+      const int64_t start0 = j0 * S - P;
+#pragma unroll 1
+      for (int sg = 0; sg < nseg; ++sg) {
+        const int64_t wpos = floor8(start0 + (nseg > 1 ? sg * D : 0));
+        int m = 0;
+        if (p.x_stride_l == 1) m = static_cast<int>((reinterpret_cast<uintptr_t>(xr + row0 + wpos) >> 1) & 7);
+        if (lx_h == 0) lmis[slot][BM + lx_c * kTaps + sg] = static_cast<unsigned char>(m);
+        const uint32_t dst = lbase + lx_off + sg * q.lx_seg * 16;
+#pragma unroll 1
+        for (int i = lx_h; i < q.lx_seg; i += 4)
+          land_chunk(dst + i * 16, xr, row0, wpos - m + 8 * i, p.x_stride_l, p.in_length);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // Convert: dy unit = rows ur + 32 i (i < 4) of the tile, positions 8 * useg .. + 7; x unit = 8 channels
+  // (group x_cg) x 8 positions (from x_t0 of segment x_seg).
+  const int useg = tid & 7, ur = tid >> 3;
   const bool want_bias = p.bias != nullptr && nt == 0;
   float bsum[4] = {0.f, 0.f, 0.f, 0.f};
-  uint32_t ry[4][4];
-
-  // x unit: 8 channels (group x_cg) x 8 positions (from x_t0 of segment x_seg).
-  const bool x_active = tid < q.x_units;
+  const bool x_active = tid < q.x_units && ci0 + (tid & 7) * 8 < q.cin_g;  // (Cin_g % 8 == 0)
   const int x_cg = tid & 7, x_grp = tid >> 3;
   const int x_seg = x_grp / (q.win.wls >> 3);
   const int x_t0 = (x_grp % (q.win.wls >> 3)) * 8;
-  const int64_t x_ch = ci0 + x_cg * 8;
-  const int x_nch = x_active ? static_cast<int>(min(int64_t{8}, q.cin_g - x_ch)) : 0;  // 8 or <= 0 (Cin_g % 8 == 0)
-  const int64_t x_row_c = (g * q.cin_g + x_ch) * p.x_stride_c;
-  uint32_t rx[32];
-
-  // (b, jc) of the next chunk to load: one division, then stepped.
-  int64_t ld_b = 0, ld_jc = 0;
-  divmod(c_begin, q.chunks_per_row, ld_b, ld_jc);
-  auto load = [&]() {  // the next chunk's dy and x units into registers (all loads issued before any is used)
-    const int64_t b = ld_b, j0 = ld_jc * J;
-    if (++ld_jc == q.chunks_per_row) {
-      ld_jc = 0;
-      ++ld_b;
-    }
-    const int64_t j = j0 + useg * 8;
-    const bool vec = p.y_stride_l == 1 && j + 8 <= p.out_length;
-    uint4 lo[4], hi[4];
-    int mis[4];
+  auto convert = [&](int slot, int op) {
+    const uint32_t lbase = land0 + slot * q.land_bytes;
+    const uint32_t obase = smem0 + op * q.op_bytes;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const unsigned short* src = dyr + b * p.y_stride_b + dy_row[i] + j * p.y_stride_l;
-      const uintptr_t addr = reinterpret_cast<uintptr_t>(src);
-      mis[i] = static_cast<int>((addr & 15) >> 1);
-      lo[i] = make_uint4(0u, 0u, 0u, 0u);
-      hi[i] = lo[i];
-      if (dy_ok[i] && vec) {
-        const uint4* a = reinterpret_cast<const uint4*>(addr - 2 * mis[i]);
-        lo[i] = ldg_stream(a);
-        if (mis[i] != 0) hi[i] = ldg_stream(a + 1);  // both chunks hold elements of the row's range
-      } else if (dy_ok[i]) {
-        mis[i] = 0;
-        uint32_t h[8];
+      const int r = ur + 32 * i;
+      uint32_t w[4] = {0u, 0u, 0u, 0u};
+      if (co0 + r < q.cout_g) {
+        const uint32_t src = lbase + r * kDyPitch + useg * 16;
+        realign8(lds128(src), lds128(src + 16), lmis[slot][r], w);
+        if (want_bias) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) h[e] = j + e < p.out_length ? __ldg(src + e * p.y_stride_l) : 0u;
-        lo[i] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+          for (int e = 0; e < 4; ++e) bsum[i] += lo_f<T>(w[e]) + lo_f<T>(w[e] >> 16);
+        }
       }
+      sts128(obase + useg * kARg + r * 16, w[0], w[1], w[2], w[3]);
     }
-    const int64_t start0 = j0 * S - P;
-    const int64_t pos = floor8(start0 + (q.win.nseg > 1 ? x_seg * D : 0)) + x_t0;
-    const bool x_vec = p.x_stride_l == 1 && pos >= 0 && pos + 8 <= p.in_length;
-    wg::load_x_unit(xr, b * p.x_stride_b + x_row_c + pos * p.x_stride_l, p.x_stride_c, p.x_stride_l, pos,
-                    p.in_length, x_nch, x_vec, rx);
+    const uint32_t xdst = obase + q.a_bytes + (x_cg * q.win.cgs + x_seg * q.win.seg_rows) * 16;
+    if (x_active) {
+      uint32_t rx[32];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t w[8] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w, hi[i].x, hi[i].y, hi[i].z, hi[i].w};
-      const int m = mis[i];
-      if (m & 4) {
+      for (int c = 0; c < 8; ++c) {
+        const int ch = x_cg * 8 + c;
+        const uint32_t src = lbase + BM * kDyPitch + ch * q.lx_pitch + x_cg * 16 + (x_seg * q.lx_seg + (x_t0 >> 3)) * 16;
+        uint32_t w[4];
+        realign8(lds128(src), lds128(src + 16), lmis[slot][BM + ch * kTaps + x_seg], w);
 #pragma unroll
-        for (int e = 0; e < 6; ++e) w[e] = w[e + 2];
+        for (int e = 0; e < 4; ++e) rx[4 * c + e] = w[e];
       }
-      if (m & 2) {
-#pragma unroll
-        for (int e = 0; e < 5; ++e) w[e] = w[e + 1];
-      }
-      if (m & 1) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) w[e] = __byte_perm(w[e], w[e + 1], 0x5432);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        ry[i][e] = w[e];
-        if (want_bias) bsum[i] += lo_f<T>(w[e]) + lo_f<T>(w[e] >> 16);
-      }
+      wg::store_x_unit(xdst, x_t0, q.s, q.win.wq, rx);
+    } else if (tid < q.x_units) {  // a channel group past Cin_g: zeros
+      const uint32_t zero[32] = {};
+      wg::store_x_unit(xdst, x_t0, q.s, q.win.wq, zero);
     }
-  };
-  auto store = [&](int buf) {
-    const uint32_t base = smem0 + buf * q.stage_bytes;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) sts128(base + useg * kARg + (ur + 32 * i) * 16, ry[i][0], ry[i][1], ry[i][2], ry[i][3]);
-    if (x_active)
-      wg::store_x_unit(base + q.a_bytes + (x_cg * q.win.cgs + x_seg * q.win.seg_rows) * 16, x_t0, q.s, q.win.wq, rx);
   };
 
   float acc[kTaps][32];
@@ -183,9 +239,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[k][i] = 0.f;
 
-  auto compute = [&](int buf) {  // issue stage buf's wgmma calls (asynchronous)
-    const uint32_t a_base = smem0 + buf * q.stage_bytes + wgi * 64 * 16;
-    const uint32_t x_base = smem0 + buf * q.stage_bytes + q.a_bytes;
+  auto compute = [&](int op) {  // issue operand buffer op's wgmma calls (asynchronous)
+    const uint32_t a_base = smem0 + op * q.op_bytes + wgi * 64 * 16;
+    const uint32_t x_base = smem0 + op * q.op_bytes + q.a_bytes;
     const uint32_t x_sbo = q.win.cgs * 16;
 #pragma unroll
     for (int s = 0; s < J / 16; ++s) {
@@ -196,29 +252,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  if (c_begin < c_end) {
-    load();  // chunk c_begin
-    store(0);
-    if (c_begin + 1 < c_end) load();
-    wg::fence_proxy_async();
-    __syncthreads();
+  // Prologue: chunks 0 .. kLand - 2 landing (one commit group each, empty past the split), chunk 0 converted.
+#pragma unroll
+  for (int i = 0; i < kLand - 1; ++i) {
+    if (i < n_chunks) issue(i);
+    else cp_async_commit();
   }
-  int buf = 0;
-  for (int64_t c = c_begin; c < c_end; ++c) {
-    // Buffer buf holds chunk c; buffer nbuf was last read by chunk c - 2's calls, which every warpgroup
-    // waited for before the barrier that ended the previous step. Registers hold chunk c + 1.
-    const int nbuf = buf + 1 == kStages ? 0 : buf + 1;
+  cp_async_wait<kLand - 2>();
+  __syncthreads();
+  if (n_chunks > 0) convert(0, 0);
+  wg::fence_proxy_async();
+  __syncthreads();
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    // Operand buffer c % 2 holds chunk c. Landing slot (c + kLand - 1) % kLand held chunk c - 1, converted in
+    // step c - 2.
+    const int op = static_cast<int>(c & 1);
+    if (c + kLand - 1 < n_chunks) issue(static_cast<int>((c + kLand - 1) % kLand));
+    else cp_async_commit();
 #pragma unroll
     for (int k = 0; k < kTaps; ++k) wg::fence_acc(acc[k]);
     wg::fence();
-    compute(buf);
+    compute(op);
     wg::commit();
-    if (c + 1 < c_end) store(nbuf);
-    if (c + 2 < c_end) load();
-    wg::wait<1>();
-    wg::fence_proxy_async();
-    __syncthreads();
-    buf = nbuf;
+    if (c + 1 < n_chunks) {
+      wg::wait<1>();               // chunk c - 1's calls (operand buffer op ^ 1) are done, for this warpgroup
+      cp_async_wait<kLand - 2>();  // chunk c + 1 has landed (this thread's copies)
+      __syncthreads();             // ... every thread's; and both warpgroups are done with op ^ 1
+      convert(static_cast<int>((c + 1) % kLand), op ^ 1);
+      wg::fence_proxy_async();
+      __syncthreads();
+    }
   }
   wg::wait<0>();
 #pragma unroll
@@ -241,8 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t ci = ci0 + 8 * i + 2 * (lane & 3) + e;
           if (ci >= q.cin_g) continue;
 #pragma unroll
-          for (int k = 0; k < kTaps; ++k)
-            dst[ci * kTaps + k] = acc[k][4 * i + 2 * h + e];
+          for (int k = 0; k < kTaps; ++k) dst[ci * kTaps + k] = acc[k][4 * i + 2 * h + e];
         }
     }
   }
@@ -255,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       v += __shfl_xor_sync(0xffffffffu, v, 1);
       v += __shfl_xor_sync(0xffffffffu, v, 2);
       v += __shfl_xor_sync(0xffffffffu, v, 4);
-      if (useg == 0 && dy_ok[i]) bpart[co0 + ur + 32 * i] = v;
+      if (useg == 0 && co0 + ur + 32 * i < q.cout_g) bpart[co0 + ur + 32 * i] = v;
     }
   }
 #endif
@@ -290,10 +352,13 @@ bool make_plan(const Conv1dParams& p, GwPlan& q) {
   q.x_units = (CB / 8) * q.win.nseg * (q.win.wls / 8);
   if (q.x_units > kThreads) return false;
   q.a_bytes = (J / 8) * kARg;
-  const int x_bytes = (CB / 8) * q.win.cgs * 16;
-  q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + x_bytes, 128));
-  q.smem_bytes = kStages * q.stage_bytes;
-  if (q.smem_bytes + static_cast<int>(sizeof(int)) * kTaps > wg::smem_optin_bytes()) return false;
+  q.op_bytes = static_cast<int>(wg::round_up(q.a_bytes + (CB / 8) * q.win.cgs * 16, 128));
+  q.lx_seg = q.win.wls / 8 + 1;
+  q.lx_pitch = q.win.nseg * q.lx_seg * 16;
+  q.land_bytes = static_cast<int>(wg::round_up(BM * kDyPitch + CB * q.lx_pitch + (CB / 8) * 16, 128));
+  q.smem_bytes = 2 * q.op_bytes + kLand * q.land_bytes;
+  const int static_bytes = static_cast<int>(sizeof(int)) * kTaps + kLand * kMisBytes;
+  if (q.smem_bytes + static_bytes > wg::smem_optin_bytes()) return false;
   if (q.win.cgs * 16 >= (1 << 18)) return false;  // descriptor field (14 bits of 16 B)
   q.n_g = q.cin_g * q.k;
   q.m_tiles = ceil_div(q.cout_g, BM);
