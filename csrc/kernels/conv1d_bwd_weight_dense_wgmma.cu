@@ -96,13 +96,17 @@ __device__ __forceinline__ void realign8(const uint4& lo, const uint4& hi, int m
   for (int e = 0; e < 4; ++e) out[e] = w[e];
 }
 
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const unsigned short* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 // One 16-byte landing chunk: elements first .. first + 7 of a row (element stride sl) whose positions
 // [0, len) start at element row0, where p0 is `first`'s position. Whole chunks inside the row go by cp.async;
 // the others element by element (zero outside the row).
 __device__ __forceinline__ void land_chunk(uint32_t dst, const unsigned short* base, int64_t row0, int64_t p0,
                                            int64_t sl, int64_t len) {
   if (sl == 1 && p0 >= 0 && p0 + 8 <= len) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(base + row0 + p0) : "memory");
+    cp_async_16(dst, base + row0 + p0);
     return;
   }
   uint32_t h[8];
@@ -166,9 +170,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       int m = 0;  // dy element j0 sits m elements into its 16-byte chunk
       if (p.y_stride_l == 1) m = static_cast<int>((reinterpret_cast<uintptr_t>(dyr + row0 + j0) >> 1) & 7);
       if (ld_h == 0) lmis[slot][ld_r] = static_cast<unsigned char>(m);
+      const int64_t first = j0 - m;  // position of landing chunk 0
+      if (p.y_stride_l == 1 && first >= 0 && first + 8 * kDyChunks <= p.out_length) {  // all inside the row
+        const unsigned short* src = dyr + row0 + first;
 #pragma unroll
-      for (int i = ld_h; i < kDyChunks; i += 2)
-        land_chunk(lbase + ld_r * kDyPitch + i * 16, dyr, row0, j0 - m + 8 * i, p.y_stride_l, p.out_length);
+        for (int i = ld_h; i < kDyChunks; i += 2) cp_async_16(lbase + ld_r * kDyPitch + i * 16, src + 8 * i);
+      } else {
+#pragma unroll
+        for (int i = ld_h; i < kDyChunks; i += 2)
+          land_chunk(lbase + ld_r * kDyPitch + i * 16, dyr, row0, first + 8 * i, p.y_stride_l, p.out_length);
+      }
     }
     if (lx_ok) {
       const int64_t row0 = b * p.x_stride_b + lx_row;
@@ -180,9 +191,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (p.x_stride_l == 1) m = static_cast<int>((reinterpret_cast<uintptr_t>(xr + row0 + wpos) >> 1) & 7);
         if (lx_h == 0) lmis[slot][BM + lx_c * kTaps + sg] = static_cast<unsigned char>(m);
         const uint32_t dst = lbase + lx_off + sg * q.lx_seg * 16;
+        const int64_t first = wpos - m;
+        if (p.x_stride_l == 1 && first >= 0 && first + 8 * q.lx_seg <= p.in_length) {  // all inside the row
+          const unsigned short* src = xr + row0 + first;
 #pragma unroll 1
-        for (int i = lx_h; i < q.lx_seg; i += 4)
-          land_chunk(dst + i * 16, xr, row0, wpos - m + 8 * i, p.x_stride_l, p.in_length);
+          for (int i = lx_h; i < q.lx_seg; i += 4) cp_async_16(dst + i * 16, src + 8 * i);
+        } else {
+#pragma unroll 1
+          for (int i = lx_h; i < q.lx_seg; i += 4)
+            land_chunk(dst + i * 16, xr, row0, first + 8 * i, p.x_stride_l, p.in_length);
+        }
       }
     }
     cp_async_commit();
