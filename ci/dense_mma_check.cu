@@ -5,6 +5,10 @@
 //        -o /tmp/dense_check && /tmp/dense_check            [--quick: skip the big suite shapes; --only NAME]
 //   CONVKIT_DENSE_RING=0 /tmp/dense_check ...   the same without the cp.async x ring (the register path)
 //   --wt: every case with tap-major weights of x's dtype (what dispatch.cpp passes to the wgmma path).
+//   --tma: the experimental TMA-fed wgmma forward (csrc/experimental/conv1d_fwd_dense_tma.cu; add that file and
+//   -DCONVKIT_SM90A -arch=sm_90a): every case with x channels-last ((B, L, C) memory) and weights of x's dtype;
+//   cases it does not support are listed and skipped. Timed cases also time a (B, C, L) -> (B, L, C) transpose
+//   of x (what a caller with ordinary x would pay first). `bash ci/gpu_check.sh tma` runs both forms.
 //   The wgmma kernel (conv1d_fwd_dense_wgmma.cu) runs where it applies when built for sm_90a with
 //   -DCONVKIT_SM90A (add that file to the command); CONVKIT_DENSE_WGMMA=0 compares with the mma kernel.
 //
@@ -27,6 +31,9 @@
 
 #include "conv1d_params.h"
 #include "kernels/launchers.h"
+#ifdef DC_TMA
+#include "experimental/conv1d_fwd_dense_tma.h"
+#endif
 
 using namespace convkit;
 
@@ -77,6 +84,22 @@ template <typename T>
 __global__ void fill_kernel(T* p, int64_t n, float scale, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     p[i] = from_f<T>(scale * urand(i, seed));
+}
+
+// (B, C, L) contiguous -> (B, L, C) contiguous, 16-bit: only to time what a channels-last-only kernel costs its
+// callers in front (--tma).
+__global__ void transpose_blc_kernel(const unsigned short* in, unsigned short* out, int64_t C, int64_t L) {
+  __shared__ unsigned short t[32][33];
+  const int64_t b = blockIdx.z, c0 = blockIdx.y * 32, l0 = blockIdx.x * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, l = l0 + threadIdx.x;
+    if (c < C && l < L) t[i][threadIdx.x] = in[(b * C + c) * L + l];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t l = l0 + i, c = c0 + threadIdx.x;
+    if (c < C && l < L) out[(b * L + l) * C + c] = t[threadIdx.x][i];
+  }
 }
 
 // ref[b][co][j] (contiguous fp32) = bias + sum w * x, fp32 accumulation; no activation here
@@ -151,6 +174,7 @@ __global__ void compare_kernel(const T* y, const float* ref, Conv1dParams p, int
 static int g_sms = 132;
 static int g_arch = 90;
 static bool g_wt = false;  // --wt
+static bool g_tma = false;  // --tma
 
 static unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, int64_t(g_sms) * 32)); }
 
@@ -167,6 +191,12 @@ static Result run_case(const Case& c0, bool quick) {
     c.w_kmajor = true;
     c.w_fp32 = false;
   }
+  if (g_tma) {  // channels-last x (the view fields describe (B, C, L) storage: dropped), 16-bit weights
+    c.w_fp32 = false;
+    c.xpad = 0;
+    c.xsl = 1;
+    c.xoff = 0;
+  }
   const int64_t Lout = (c.L + c.padL + c.padR - c.D * (c.K - 1) - 1) / c.S + 1;
   const int64_t cin_g = c.Cin / c.groups;
   Conv1dParams p;
@@ -174,6 +204,7 @@ static Result run_case(const Case& c0, bool quick) {
   p.batch = c.B; p.in_channels = c.Cin; p.out_channels = c.Cout; p.in_length = c.L; p.out_length = Lout;
   p.kernel_size = c.K; p.stride = c.S; p.pad_left = c.padL; p.dilation = c.D; p.groups = c.groups;
   p.x_stride_l = c.xsl; p.x_stride_c = c.L * c.xsl + c.xpad; p.x_stride_b = c.Cin * p.x_stride_c;
+  if (g_tma) { p.x_stride_c = 1; p.x_stride_l = c.Cin; p.x_stride_b = c.L * c.Cin; }
   if (c.w_kmajor) { p.w_stride_k = cin_g; p.w_stride_i = 1; } else { p.w_stride_k = 1; p.w_stride_i = c.K; }
   p.w_stride_o = cin_g * c.K;
   p.y_stride_l = 1; p.y_stride_c = Lout + c.ypad; p.y_stride_b = c.Cout * p.y_stride_c;
@@ -183,15 +214,19 @@ static Result run_case(const Case& c0, bool quick) {
   p.code_arch = g_arch;
   p.activation = c.act;
 
-  const bool sup = conv1d_fwd_dense_mma_supports(p);
+  bool sup = conv1d_fwd_dense_mma_supports(p);
   const bool wg = conv1d_fwd_dense_wgmma_supports(p, true);
+#ifdef DC_TMA
+  if (g_tma) sup = conv1d_fwd_dense_tma_supports(p);  // (x is not allocated yet: alignment is checked again at launch)
+#endif
   std::printf("%-26s %s B%lld Cin%lld Cout%lld K%lld L%lld S%lld D%lld P%lld/%lld G%lld%s%s%s%s%s%s Lout%lld supports=%d%s\n",
               c.name, c.bf16 ? "bf16" : "fp16", (long long)c.B, (long long)c.Cin, (long long)c.Cout, (long long)c.K,
               (long long)c.L, (long long)c.S, (long long)c.D, (long long)c.padL, (long long)c.padR,
               (long long)c.groups, c.bias ? " bias" : "", c.act ? " act" : "", c.w_fp32 ? " w32" : "",
               (c.xpad || c.xsl != 1 || c.xoff) ? " xview" : "", c.ypad ? " yview" : "", c.w_kmajor ? " wT" : "",
-              (long long)Lout, (int)sup, wg ? " wgmma" : "");
+              (long long)Lout, (int)sup, g_tma ? " tma" : wg ? " wgmma" : "");
   if (quick && c.timed) { std::printf("    skipped (--quick)\n"); return res; }
+  if (g_tma && !sup) { std::printf("    not supported by the TMA kernel: skipped\n"); return res; }
 
   const int64_t x_elems = c.xoff + c.B * p.x_stride_b;
   const int64_t w_elems = c.Cout * cin_g * c.K;
@@ -223,7 +258,17 @@ static Result run_case(const Case& c0, bool quick) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
-  cudaError_t err = launch_conv1d_fwd_dense_mma(p, 0);
+  void* ws = nullptr;
+#ifdef DC_TMA
+  if (g_tma) CK(cudaMalloc(&ws, std::max<int64_t>(16, conv1d_fwd_dense_tma_workspace_bytes(p))));
+#endif
+  auto launch = [&]() -> cudaError_t {
+#ifdef DC_TMA
+    if (g_tma) return launch_conv1d_fwd_dense_tma(p, ws, 0);
+#endif
+    return launch_conv1d_fwd_dense_mma(p, 0);
+  };
+  cudaError_t err = launch();
   if (err != cudaSuccess) {
     std::printf("    launch returned %s (%s)%s\n", cudaGetErrorName(err), cudaGetErrorString(err),
                 sup ? "  <-- FAIL: supports() said true" : "  (not supported: expected)");
@@ -255,17 +300,17 @@ static Result run_case(const Case& c0, bool quick) {
       CK(cudaEventCreate(&e0));
       CK(cudaEventCreate(&e1));
       CK(cudaEventRecord(e0));
-      CK(launch_conv1d_fwd_dense_mma(p, 0));
+      CK(launch());
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       float first = 0;
       CK(cudaEventElapsedTime(&first, e0, e1));
       int reps = std::max(3, std::min(20, int(1500.0 / std::max(first, 0.01f))));
-      for (int i = 0; i < 2; ++i) CK(launch_conv1d_fwd_dense_mma(p, 0));
+      for (int i = 0; i < 2; ++i) CK(launch());
       std::vector<float> t(reps);
       for (int i = 0; i < reps; ++i) {
         CK(cudaEventRecord(e0));
-        CK(launch_conv1d_fwd_dense_mma(p, 0));
+        CK(launch());
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&t[i], e0, e1));
@@ -278,10 +323,29 @@ static Result run_case(const Case& c0, bool quick) {
                   ms, reps, t[0], flops / ms * 1e-9, bytes / ms * 1e-6, byte_floor_ms, 100.0 * byte_floor_ms / ms,
                   flop_floor_ms, 100.0 * flop_floor_ms / ms);
       res.ms = ms;
+      if (g_tma) {  // what a (B, C, L) caller pays in front: x transposed once (a plain smem-tiled transpose)
+        unsigned short* xt = nullptr;
+        CK(cudaMalloc(&xt, c.B * c.Cin * c.L * 2));
+        const dim3 grid(static_cast<unsigned>((c.L + 31) / 32), static_cast<unsigned>((c.Cin + 31) / 32),
+                        static_cast<unsigned>(c.B));
+        std::vector<float> tt(5);
+        for (int i = 0; i < 6; ++i) {
+          CK(cudaEventRecord(e0));
+          transpose_blc_kernel<<<grid, dim3(32, 8)>>>(reinterpret_cast<const unsigned short*>(x), xt, c.Cin, c.L);
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          if (i > 0) CK(cudaEventElapsedTime(&tt[i - 1], e0, e1));
+        }
+        std::sort(tt.begin(), tt.end());
+        std::printf("    TRANSPOSE x (B, C, L) -> (B, L, C) %.4f ms (%.0f GB/s); kernel + transpose %.4f ms\n", tt[2],
+                    2.0 * c.B * c.Cin * c.L * 2 / tt[2] * 1e-6, ms + tt[2]);
+        CK(cudaFree(xt));
+      }
       CK(cudaEventDestroy(e0));
       CK(cudaEventDestroy(e1));
     }
   }
+  if (ws) CK(cudaFree(ws));
   CK(cudaFree(x)); CK(cudaFree(w)); if (bias) CK(cudaFree(bias)); CK(cudaFree(y)); CK(cudaFree(ref)); CK(cudaFree(st));
   return res;
 }
@@ -293,6 +357,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--wt")) g_wt = true;
+    else if (!std::strcmp(argv[i], "--tma")) g_tma = true;
   }
   int dev = 0;
   CK(cudaGetDevice(&dev));
@@ -336,6 +401,15 @@ int main(int argc, char** argv) {
       {"staged_s2_wT_yview",     true,  2,   512, 200, 3, 2001,   2, 1,   1, 0, 1, true,  1, false, 8, 1, 0, 3, true,  false},
       // more than 2^31 elements in x and y (64-bit indexing)
       {"huge_2pow31",            true,  2,   16,  16, 3, 80000000, 1, 1,  1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
+      // for the TMA kernel (--tma): partial channel chunk (Cin_g 24) with neighbouring groups, partial m tile; stride
+      // 3 with dilation and padding (three phases, several TMA pieces); stride 8; per-tap segments (dilation 300);
+      // many tiles per block with 1-2 stages each (the stage ring runs across tiles)
+      {"tma_g3_cin24",           true,  2,   72,  96, 3, 1001,    1, 1,   1, 1, 3, true,  1, false, 0, 1, 0, 0, false, false},
+      {"tma_s3_d4_pad_fp16",     false, 3,   64,  200, 5, 3001,   3, 4,   7, 2, 1, true,  2, false, 0, 1, 0, 0, false, false},
+      {"tma_s8_k4",              true,  2,   32,  64, 4, 5000,    8, 1,   3, 3, 1, true,  0, false, 0, 1, 0, 3, true,  false},
+      {"tma_d300_segments",      true,  2,   48,  144, 3, 4000,   2, 300, 5, 5, 1, true,  3, false, 0, 1, 0, 0, false, false},
+      {"tma_short_L_many_tiles", true,  300, 32,  48, 3, 70,      1, 1,   1, 1, 1, true,  0, false, 0, 1, 0, 0, false, false},
+      {"tma_cin16_one_chunk",    false, 400, 16,  64, 2, 300,     1, 1,   0, 1, 1, false, 0, false, 0, 1, 0, 0, false, false},
       // the suite (contiguous bf16)
       {"kb76_dense_s3d4",        true,  64,  64,  128, 3, 524280, 3, 4,   0, 0, 1, true,  0, false, 0, 1, 0, 0, false, true},
       {"kb67_dense_k3",          true,  32,  64,  128, 3, 131072, 1, 1,   0, 0, 1, true,  0, false, 0, 1, 0, 0, false, true},

@@ -1,0 +1,512 @@
+// Dense and grouped forward on wgmma with every operand brought in by the copy engine (TMA), sm_90a, fp16/bf16
+// input and weights, fp32 accumulation. EXPERIMENTAL (see conv1d_fwd_dense_tma.h): written without a GPU in
+// session 15, not yet run; `bash ci/gpu_check.sh tma` checks and times it (ci/dense_mma_check.cu --tma).
+//
+// Why: the wgmma forward in kernels/conv1d_fwd_dense_wgmma.cu stages its operands with the threads (16-byte
+// cp.async per weight row piece, x rows loaded into registers, realigned and transposed by byte_perm): on the
+// H200 that staging alone takes 3.6 of w2v_k3s2's 4.2 ms, against 1.5 ms for its wgmma calls alone. Here no
+// thread touches an operand byte:
+//   * x must be channels-last in memory ((B, L, C) storage seen as a (B, C, L) view; the caller transposes
+//     once otherwise). Then a 16-byte row of 8 channels at one position is exactly a row of the K-major
+//     no-swizzle core matrices wgmma reads, and one TMA load per (channel group, phase, piece) lands rows
+//     position by position. The tensor map is 5-D: (8 channels, channel group within the conv group, group,
+//     position, batch); its box is 8 x 1 x 1 x (rows * S) x 1 with element stride S along positions, so a
+//     load brings rows t, t + S, t + 2S, ...: the phase-split window of the mma / wgmma kernels
+//     (row = phase * wq + t / S, so tap k of BN outputs is BN consecutive rows at row rb[k]) without any
+//     index arithmetic. Positions outside [0, L) (padding, tails) and channel groups past Cin/groups come back
+//     as zeros from the copy engine.
+//   * Weights are packed once per call (pack_weights_kernel) into the exact shared-memory image of each stage:
+//     [g][m tile][chunk] blocks of [tap * CC/8 + channel group][BM rows][8 channels], zero outside the tensor,
+//     so a stage's weights are one cp.async.bulk.
+//   * One thread issues a stage's copies; an mbarrier per ring slot (expect_tx of the stage's bytes) says when
+//     it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
+//     next tile's first stages load while this tile's last ones and its epilogue run; the C tile of the
+//     epilogue has its own shared memory for that reason.
+// Each step: wait for stage s, issue its wgmma calls (m64n128k16, both operands in shared memory, as in the
+// wgmma kernel), wait for stage s - 1's calls, barrier, refill stage s - 1's slot with stage s - 1 + NS.
+#include <cuda.h>  // CUtensorMap and the encode function's type (the function comes through the runtime)
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "experimental/conv1d_fwd_dense_tma.h"
+#include "kernels/activation.cuh"
+#include "kernels/common.cuh"
+#include "kernels/launchers.h"
+#include "kernels/mma_common.cuh"
+#include "kernels/wgmma_common.cuh"
+
+// 1: an mbarrier wait that spins for seconds traps instead of hanging (a wrong byte count shows up as a launch
+// failure in the check, not as a timeout).
+#ifndef CONVKIT_TMA_WATCHDOG
+#define CONVKIT_TMA_WATCHDOG 1
+#endif
+
+namespace convkit {
+namespace {
+using namespace tc;
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kMaxSlots = 8;
+
+struct TmaPlan {
+  int mw, nb, bm, bn, cc, ns;  // 64-row blocks per warpgroup, 128-column blocks, tile, channels per stage, slots
+  int k, s, d;
+  int nseg, nph;               // x window: 1 contiguous window of S phases, or one per tap of phase 0 only
+  int wq, piece_rows, npieces; // rows per (segment, phase) = npieces * piece_rows; rows per TMA load
+  int cgs;                     // rows per channel group: nseg * nph * wq
+  int a_bytes, x_bytes, stage_bytes, c_pitch, c_off, bar_off, smem_bytes;
+  int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+};
+
+// ---- mbarrier and bulk-copy PTX (PTX ISA: mbarrier, cp.async.bulk, cp.async.bulk.tensor) -------------------
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// Makes the initialised barriers visible to the copy engine (with the block barrier that follows).
+__device__ __forceinline__ void mbar_fence_init() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// Waits until the barrier's phase of this parity has completed. The loop lives inside the asm: a C++ spin loop
+// around try_wait made ptxas serialise the wgmma calls (C7518, "compiler-inserted WG.DP in divergent path").
+// With CONVKIT_TMA_WATCHDOG, 2^24 failed tries (seconds) trap instead of hanging.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef CONVKIT_WGMMA_DEVICE
+#if CONVKIT_TMA_WATCHDOG
+  asm volatile(
+      "{\n.reg .pred P1;\n.reg .u32 n;\nmov.u32 n, 0;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nadd.u32 n, n, 1;\nsetp.lt.u32 P1, n, 16777216;\n@P1 bra LAB_WAIT;\ntrap;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+#endif
+}
+// bytes (multiple of 16) from global src (16-byte aligned) to shared dst; completion counted on bar.
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+#endif
+}
+// One box of the 5-D tensor map at coordinates (c0 .. c4) to shared dst (128-byte aligned); OOB elements zero.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, int c4,
+                                            uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+      "%6}], [%7];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+#endif
+}
+
+// The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
+__device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
+  if (q.nseg > 1) return k * q.wq;
+  const int o = k * q.d;
+  return (o % q.s) * q.wq + o / q.s;
+}
+
+template <typename T, int MW, int NB>
+__global__ void __launch_bounds__(kThreads, 1)
+    conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
+                                const unsigned short* __restrict__ wpack) {
+#ifndef CONVKIT_WGMMA_DEVICE
+  __trap();  // sm_90a only
+#else
+  extern __shared__ unsigned char smem_raw[];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
+  const uint32_t base = (smem_u32(smem_raw) + 127u) & ~127u;  // TMA destinations: 128-byte aligned
+  const uint32_t bar0 = base + q.bar_off;
+  const int nch = static_cast<int>(q.chunks);
+  const int64_t my_tiles =
+      q.num_tiles > blockIdx.x ? (q.num_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int64_t total = my_tiles * nch;  // stages this block consumes
+  const int64_t S = q.s, D = q.d, P = p.pad_left;
+
+  auto tile_coords = [&](int64_t tile, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
+    // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours.
+    int64_t rest;
+    divmod(tile, q.m_tiles, rest, mt);
+    divmod(rest, p.groups, rest, g);
+    divmod(rest, q.j_tiles, b, jt);
+  };
+
+  // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
+  // of the packed weights, one TMA load per (channel group, segment, phase, piece). Thread 0 only.
+  auto issue = [&](int64_t sidx) {
+    int64_t b, g, jt, mt;
+    tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
+    const int chunk = static_cast<int>(sidx % nch);
+    const int slot = static_cast<int>(sidx % q.ns);
+    const uint32_t bar = bar0 + 8u * slot;
+    const uint32_t a_dst = base + slot * q.stage_bytes, x_dst = a_dst + q.a_bytes;
+    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
+    const int64_t blk = (g * q.m_tiles + mt) * nch + chunk;
+    bulk_copy_g2s(a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), bar);
+    const int64_t start0 = jt * q.bn * S - P;
+    const int cg_base = chunk * (q.cc / 8);
+    for (int cg = 0; cg < q.cc / 8; ++cg)
+      for (int seg = 0; seg < q.nseg; ++seg)
+        for (int ph = 0; ph < q.nph; ++ph)
+          for (int pc = 0; pc < q.npieces; ++pc) {
+            const uint32_t dst = x_dst + (cg * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 16;
+            const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
+            tma_load_5d(dst, &xmap, 0, cg_base + cg, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b),
+                        bar);
+          }
+  };
+
+  if (tid == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int64_t s = 0; s < q.ns && s < total; ++s) issue(s);
+
+  float acc[MW][NB][64];
+  const int steps = q.k * q.cc / 16;  // k16 steps per stage
+  const int cps_shift = q.cc == 32 ? 1 : 0;  // log2(k16 steps per tap)
+  const uint32_t a_lbo = q.bm * 16, x_lbo = q.cgs * 16;
+
+  int64_t s = 0;  // this block's stage index (over all its tiles)
+  for (int64_t ti = 0; ti < my_tiles; ++ti) {
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[mb][nb][i] = 0.f;
+    for (int c = 0; c < nch; ++c, ++s) {
+      const int slot = static_cast<int>(s % q.ns);
+      mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+#pragma unroll
+      for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
+      wg::fence();
+      const uint32_t a_base = base + slot * q.stage_bytes, x_base = a_base + q.a_bytes;
+#pragma unroll 1
+      for (int st = 0; st < steps; ++st) {
+        const int k = st >> cps_shift;                      // tap of this k16 step
+        const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
+        const uint32_t b_addr = x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+          const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb)
+            wg::mma_m64n128k16<T>(acc[mb][nb], da, wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128));
+        }
+      }
+      wg::commit();
+      wg::wait<1>();    // this warpgroup's calls of stage s - 1 are done
+      __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
+      if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
+    }
+
+    // Epilogue of the tile (the ring meanwhile holds the next tile's first stages).
+    {
+      wg::wait<0>();
+#pragma unroll
+      for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
+      int64_t b, g, jt, mt;
+      tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
+      const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
+      const uint32_t c_base = base + q.c_off;
+      // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
+      // already holds the next tile's stages).
+      const int rw = (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+      for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
+          const int64_t co = co0 + row;
+          float bv = 0.f;
+          if (p.bias != nullptr && co < q.cout_g) bv = load_param<T>(p, p.bias, g * q.cout_g + co);
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+              float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
+              if (p.activation != kActNone) {
+                v0 = activate(p.activation, v0);
+                v1 = activate(p.activation, v1);
+              }
+              const int col = nb * 128 + 8 * i + 2 * (lane & 3);
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(c_base + (row * q.c_pitch + col) * 2),
+                           "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+            }
+          }
+        }
+      }
+      __syncthreads();
+      unsigned short* yr = static_cast<unsigned short*>(p.y);
+      const int units_row = q.bn >> 3;
+      const int64_t jn = p.out_length - j0;  // valid columns of the tile (> 0)
+#pragma unroll 1
+      for (int u = tid; u < q.bm * units_row; u += kThreads) {
+        const int row = u / units_row, jl = (u - row * units_row) * 8;
+        const int64_t co = co0 + row;
+        if (co >= q.cout_g || jl >= jn) continue;
+        uint32_t w[4];
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "r"(c_base + (row * q.c_pitch + jl) * 2));
+        const int64_t off = b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + (j0 + jl) * p.y_stride_l;
+        if (p.y_stride_l == 1 && jl + 8 <= jn) {
+          store8_16bit(yr + off, w);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+        }
+      }
+      // The next write of the C tile is a later tile's epilogue: every step in between has a block barrier.
+    }
+  }
+#endif
+}
+
+// The shared-memory image of each stage's weights: wpack[((g * m_tiles + mt) * chunks + chunk)][rg][row][e] =
+// w[g * Cout_g + mt * BM + row, chunk * CC + c8 * 8 + e, k] with rg = k * CC / 8 + c8; zero outside the tensor.
+__global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsigned short* __restrict__ out) {
+  const unsigned short* w = static_cast<const unsigned short*>(p.w);
+  const int rgn = q.k * q.cc / 8;
+  const int64_t per_blk = static_cast<int64_t>(rgn) * q.bm * 8;
+  const int64_t total = p.groups * q.m_tiles * q.chunks * per_blk;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int e = static_cast<int>(i & 7);
+    const int row = static_cast<int>((i >> 3) % q.bm);
+    const int rg = static_cast<int>((i / (8 * q.bm)) % rgn);
+    const int64_t blk = i / per_blk;
+    const int64_t chunk = blk % q.chunks, rest = blk / q.chunks;
+    const int64_t mt = rest % q.m_tiles, g = rest / q.m_tiles;
+    const int k = rg / (q.cc / 8), c8 = rg % (q.cc / 8);
+    const int64_t ci = chunk * q.cc + c8 * 8 + e, co = mt * q.bm + row;
+    out[i] = (co < q.cout_g && ci < q.cin_g)
+                 ? w[(g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k]
+                 : static_cast<unsigned short>(0);
+  }
+}
+
+// ---- host -----------------------------------------------------------------------------------------------
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled from the driver, through the runtime (no link against libcuda); null if unavailable.
+EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult res;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &res) !=
+            cudaSuccess ||
+        res != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<EncodeTiledFn>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// CONVKIT_TMA_SHAPE="mw,nb,cc" forces a tile shape (experiments); otherwise the table below.
+bool shape_override(int& mw, int& nb, int& cc) {
+  const char* v = std::getenv("CONVKIT_TMA_SHAPE");
+  if (v == nullptr || *v == '\0') return false;
+  int a = 0, b = 0, c = 0;
+  char* end = nullptr;
+  a = static_cast<int>(std::strtol(v, &end, 10));
+  if (*end != ',') return false;
+  b = static_cast<int>(std::strtol(end + 1, &end, 10));
+  if (*end != ',') return false;
+  c = static_cast<int>(std::strtol(end + 1, &end, 10));
+  if ((a != 1 && a != 2) || (b != 1 && b != 2) || a * b > 2 || (c != 16 && c != 32)) return false;
+  mw = a;
+  nb = b;
+  cc = c;
+  return true;
+}
+
+// The x window for q.bn outputs: fills nseg, nph, wq, piece_rows, npieces, cgs.
+void plan_window(TmaPlan& q) {
+  const int64_t wq_contig = static_cast<int64_t>(q.k - 1) * q.d / q.s + q.bn;  // rows per phase, one window
+  const int64_t rows_contig = q.s * wq_contig;
+  const int64_t rows_seg = static_cast<int64_t>(q.k) * q.bn;  // one window of phase 0 per tap
+  int64_t wq_min;
+  if (q.k > 1 && rows_seg < rows_contig) {
+    q.nseg = q.k;
+    q.nph = 1;
+    wq_min = q.bn;
+  } else {
+    q.nseg = 1;
+    q.nph = q.s;
+    wq_min = wq_contig;
+  }
+  const int max_rows = (256 / q.s) & ~7;  // box <= 256 positions, rows a multiple of 8 (128-byte destinations)
+  q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
+  q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), 8) * 8);
+  q.wq = q.npieces * q.piece_rows;
+  q.cgs = q.nseg * q.nph * q.wq;
+}
+
+bool make_plan(const Conv1dParams& p, TmaPlan& q) {
+#ifndef CONVKIT_SM90A
+  (void)p;
+  (void)q;
+  return false;
+#else
+  if (p.code_arch != 90) return false;
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (p.w_dtype != p.dtype) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  if (cin_g < 16 || cin_g % 8 != 0) return false;
+  if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
+  if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0) return false;
+  // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits.
+  if (p.x_stride_c != 1 || p.x_stride_l % 8 != 0 || p.x_stride_b % 8 != 0) return false;
+  if (p.x_stride_l < p.in_channels || p.x_stride_b < p.in_length * p.x_stride_l) return false;
+  if ((reinterpret_cast<uintptr_t>(p.x) & 15) != 0) return false;
+  if (p.in_length + p.pad_left + 256 * 8 >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31)) return false;
+  if (p.out_length + 256 >= (int64_t{1} << 31) / p.stride) return false;
+  if (encode_tiled() == nullptr) return false;
+
+  q.k = static_cast<int>(p.kernel_size);
+  q.s = static_cast<int>(p.stride);
+  q.d = static_cast<int>(p.dilation);
+  q.cin_g = cin_g;
+  q.cout_g = cout_g;
+  const int limit = wg::smem_optin_bytes();
+  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 16;
+  const bool forced = shape_override(mw, nb, cc);
+  // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then BN 128.
+  const int tries[3][2] = {{mw, nb}, {mw, 1}, {1, 1}};
+  for (const auto& tr : tries) {
+    q.mw = tr[0];
+    q.nb = tr[1];
+    q.cc = cc;
+    q.bm = 128 * q.mw;
+    q.bn = 128 * q.nb;
+    plan_window(q);
+    q.a_bytes = q.k * q.cc * q.bm * 2;
+    q.x_bytes = (q.cc / 8) * q.cgs * 16;
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, 128));
+    q.c_pitch = q.bn + 8;
+    const int c_bytes = static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
+    if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
+    if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
+    const int avail = limit - 128 - 8 * kMaxSlots - c_bytes;          // alignment slack, barriers, C tile
+    q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
+    if (q.ns > 6) q.ns = 6;
+    if (q.ns < 3) {
+      if (forced) return false;
+      continue;
+    }
+    q.c_off = q.ns * q.stage_bytes;
+    q.bar_off = q.c_off + c_bytes;
+    q.smem_bytes = q.bar_off + 8 * kMaxSlots + 128;
+    q.chunks = ceil_div(cin_g, q.cc);
+    q.m_tiles = ceil_div(cout_g, q.bm);
+    q.j_tiles = ceil_div(p.out_length, q.bn);
+    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+    return true;
+  }
+  return false;
+#endif
+}
+
+bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
+  const cuuint64_t dims[5] = {8, static_cast<cuuint64_t>(q.cin_g / 8), static_cast<cuuint64_t>(p.groups),
+                              static_cast<cuuint64_t>(p.in_length), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[4] = {16, static_cast<cuuint64_t>(q.cin_g * 2), static_cast<cuuint64_t>(p.x_stride_l * 2),
+                                 static_cast<cuuint64_t>(p.x_stride_b * 2)};
+  const cuuint32_t box[5] = {8, 1, 1, static_cast<cuuint32_t>(q.piece_rows * q.s), 1};
+  const cuuint32_t estr[5] = {1, 1, 1, static_cast<cuuint32_t>(q.s), 1};
+  const CUtensorMapDataType dt =
+      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUresult r = encode_tiled()(&map, dt, 5, p.x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+template <typename T, int MW, int NB>
+cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
+                           cudaStream_t stream) {
+  auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  if (err != cudaSuccess) return err;
+  const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
+  kernel<<<grid, kThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
+                         cudaStream_t stream) {
+  if (q.mw == 2) return launch_variant<T, 2, 1>(map, p, q, wpack, stream);
+  if (q.nb == 2) return launch_variant<T, 1, 2>(map, p, q, wpack, stream);
+  return launch_variant<T, 1, 1>(map, p, q, wpack, stream);
+}
+
+int64_t workspace_bytes_of(const Conv1dParams& p, const TmaPlan& q) {
+  return p.groups * q.m_tiles * q.chunks * static_cast<int64_t>(q.a_bytes);
+}
+
+}  // namespace
+
+bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p) {
+  TmaPlan q;
+  return make_plan(p, q);
+}
+
+int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p) {
+  TmaPlan q;
+  return make_plan(p, q) ? workspace_bytes_of(p, q) : 0;
+}
+
+cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, void* workspace, cudaStream_t stream) {
+  TmaPlan q;
+  if (!make_plan(p, q) || workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 15) != 0)
+    return cudaErrorInvalidValue;
+  if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
+  CUtensorMap map;
+  if (!make_map(p, q, map)) return cudaErrorInvalidValue;
+  const int64_t elems = workspace_bytes_of(p, q) / 2;
+  pack_weights_kernel<<<grid_for(ceil_div(elems, 256), p.num_sms, 8), 256, 0, stream>>>(
+      p, q, static_cast<unsigned short*>(workspace));
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  if (p.dtype == DType::kFloat16) return launch_typed<__half>(map, p, q, workspace, stream);
+  return launch_typed<__nv_bfloat16>(map, p, q, workspace, stream);
+}
+
+}  // namespace convkit
