@@ -13,9 +13,9 @@
 #   bash ci/gpu_check.sh wgrad           # only the dense grad-weight harness (ci/dense_wgrad_check.cu: wgmma
 #                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
 #   bash ci/gpu_check.sh tma             # only the experimental TMA-fed wgmma forward (csrc/experimental/,
-#                                        # ci/dense_mma_check.cu --tma: every case, then the suite shapes with
-#                                        # other tile shapes (CONVKIT_TMA_SHAPE), then the package's wgmma kernel
-#                                        # on the same shapes (--wt)) into tma.log
+#                                        # ci/dense_mma_check.cu --tma: every case with x by TMA and by cp.async,
+#                                        # w2v_k3s2 with other tile shapes (CONVKIT_TMA_SHAPE; TMA_ONLY picks other
+#                                        # cases), then the package's kernels on the suite shapes (--wt)) into tma.log
 #   bash ci/gpu_check.sh micro           # only the kernel micro-benchmark (ci/dw_micro.cu) into micro.log
 #                                        # (parts MICRO_PARTS, default 1-8; MICRO_FLAGS, MICRO_FLAGS2 as below)
 #   bash ci/gpu_check.sh tune            # first time the depthwise kernel variants (ci/dw_micro.cu), write
@@ -55,19 +55,27 @@ if [ "$what" = wgrad ]; then
   exit $rc
 fi
 if [ "$what" = tma ]; then
-  (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177 -I csrc \
-     ci/dense_mma_check.cu csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu \
-     csrc/experimental/conv1d_fwd_dense_tma.cu -o /tmp/dc_tma) > "$OUT/tma_build.log" 2>&1 || { tail -30 "$OUT/tma_build.log"; exit 1; }
+  # two builds: x by TMA (default) and x by cp.async (CONVKIT_TMA_X_CPASYNC=1); weights by bulk copy in both
+  B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177 -I csrc ci/dense_mma_check.cu
+     csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/experimental/conv1d_fwd_dense_tma.cu"
+  (cd "$repo" && $B -o /tmp/dc_tma > "$OUT/tma_build.log" 2>&1) &
+  (cd "$repo" && $B -DCONVKIT_TMA_X_CPASYNC=1 -o /tmp/dc_tma_cp > "$OUT/tma_build_cp.log" 2>&1) &
+  wait
+  [ -x /tmp/dc_tma ] && [ -x /tmp/dc_tma_cp ] || { tail -30 "$OUT"/tma_build*.log; exit 1; }
   {
-    echo "== TMA kernel, every case"; timeout 240 /tmp/dc_tma --tma; rc=$?; echo "exit $rc"
+    echo "== TMA kernel (x by TMA), every case"; timeout 200 /tmp/dc_tma --tma; rc=$?; echo "exit $rc"
+    echo "== TMA kernel (x by cp.async), every case"; timeout 200 /tmp/dc_tma_cp --tma; rc2=$?; echo "exit $rc2"
     for shape in ${TMA_SHAPES:-2,1,16 1,2,16 1,1,16 1,1,32}; do
-      echo "== TMA kernel, CONVKIT_TMA_SHAPE=$shape"
+      echo "== x by TMA, CONVKIT_TMA_SHAPE=$shape"
       CONVKIT_TMA_SHAPE=$shape timeout 60 /tmp/dc_tma --tma --only ${TMA_ONLY:-w2v_k3s2}
+      echo "== x by cp.async, CONVKIT_TMA_SHAPE=$shape"
+      CONVKIT_TMA_SHAPE=$shape timeout 60 /tmp/dc_tma_cp --tma --only ${TMA_ONLY:-w2v_k3s2}
     done
     echo "== package wgmma / mma.sync kernels (--wt), suite shapes"; timeout 120 /tmp/dc_tma --wt --only _
   } > "$OUT/tma.log" 2>&1
   grep -E "^(== |exit )|TIME|TRANSPOSE|FAIL|not supported|cases run|launch returned" "$OUT/tma.log"
-  exit $rc
+  [ "$rc" = 0 ] && [ "$rc2" = 0 ]
+  exit $?
 fi
 if [ "$what" = micro ]; then  # the micro-benchmark only (MICRO_FLAGS=-DQUICK: current choices vs streaming)
   MICRO_PARTS=${MICRO_PARTS:-1 2 3 4 5 6 7 8}

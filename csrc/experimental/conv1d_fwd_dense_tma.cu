@@ -42,6 +42,13 @@
 #ifndef CONVKIT_TMA_WATCHDOG
 #define CONVKIT_TMA_WATCHDOG 1
 #endif
+// 1: the x window by 16-byte cp.async from every thread (a warp's copies cover whole 32-byte sectors: the two
+// channel groups of a 16-channel stage at one position are neighbours), completion counted on the same
+// mbarrier (cp.async.mbarrier.arrive.noinc); the weights stay one bulk copy. 0: x by TMA. An experiment: the
+// TMA boxes are 16 bytes wide (half a sector per row), which may not keep up.
+#ifndef CONVKIT_TMA_X_CPASYNC
+#define CONVKIT_TMA_X_CPASYNC 0
+#endif
 
 namespace convkit {
 namespace {
@@ -119,6 +126,14 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map
 #endif
 }
 
+// This thread's earlier cp.async copies arrive on bar when they complete (without raising its expected count:
+// the count given at init includes them).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -161,9 +176,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int slot = static_cast<int>(sidx % q.ns);
     const uint32_t bar = bar0 + 8u * slot;
     const uint32_t a_dst = base + slot * q.stage_bytes, x_dst = a_dst + q.a_bytes;
-    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
+    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + (CONVKIT_TMA_X_CPASYNC ? 0 : q.x_bytes)));
     const int64_t blk = (g * q.m_tiles + mt) * nch + chunk;
     bulk_copy_g2s(a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), bar);
+    if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
     for (int cg = 0; cg < q.cc / 8; ++cg)
@@ -177,14 +193,45 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
   };
 
+  // CONVKIT_TMA_X_CPASYNC: stage sidx's x window by every thread. Unit u = (row, channel group), channel group
+  // fastest; row = (segment * nph + phase) * wq + r holds position start + segment * D + phase + r * S.
+  const unsigned short* const xr = static_cast<const unsigned short*>(p.x);
+  auto issue_x = [&](int64_t sidx) {
+    int64_t b, g, jt, mt;
+    tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
+    const int chunk = static_cast<int>(sidx % nch);
+    const int slot = static_cast<int>(sidx % q.ns);
+    const uint32_t x_dst = base + slot * q.stage_bytes + q.a_bytes;
+    const int64_t start0 = jt * q.bn * S - P;
+    const int cgn = q.cc / 8;
+    const int rows = q.nseg * q.nph * q.wq;
+    const int64_t ci0 = g * q.cin_g + static_cast<int64_t>(chunk) * q.cc;
+    const unsigned short* const xb = xr + b * p.x_stride_b + ci0;
+#pragma unroll 1
+    for (int u = tid; u < rows * cgn; u += kThreads) {
+      const int cg = u % cgn, row = u / cgn;
+      const int sp = row / q.wq, r = row - sp * q.wq;  // sp = segment * nph + phase
+      const int seg = sp / q.nph, ph = sp - seg * q.nph;
+      const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(r) * S;
+      const bool ok = pos >= 0 && pos < p.in_length && chunk * q.cc + cg * 8 < q.cin_g;
+      const uint32_t dst = x_dst + (cg * q.cgs + row) * 16;
+      const void* src = ok ? static_cast<const void*>(xb + pos * p.x_stride_l + cg * 8) : static_cast<const void*>(xr);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+    }
+    cp_async_mbar_arrive_noinc(bar0 + 8u * slot);
+  };
+
   if (tid == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, 1);
+    // Arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async form.
+    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1);
     mbar_fence_init();
   }
   __syncthreads();
   if (tid == 0)
     for (int64_t s = 0; s < q.ns && s < total; ++s) issue(s);
+  if (CONVKIT_TMA_X_CPASYNC)
+    for (int64_t s = 0; s < q.ns && s < total; ++s) issue_x(s);
 
   float acc[MW][NB][64];
   const int steps = q.k * q.cc / 16;  // k16 steps per stage
@@ -202,6 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int c = 0; c < nch; ++c, ++s) {
       const int slot = static_cast<int>(s % q.ns);
       mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+      if (CONVKIT_TMA_X_CPASYNC) wg::fence_proxy_async();  // other threads' cp.async writes, read by wgmma
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
@@ -225,6 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wg::wait<1>();    // this warpgroup's calls of stage s - 1 are done
       __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
       if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
+      if (CONVKIT_TMA_X_CPASYNC && s >= 1 && s - 1 + q.ns < total) issue_x(s - 1 + q.ns);
     }
 
     // Epilogue of the tile (the ring meanwhile holds the next tile's first stages).
