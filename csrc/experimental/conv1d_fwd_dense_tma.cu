@@ -49,6 +49,16 @@
 #ifndef CONVKIT_TMA_X_CPASYNC
 #define CONVKIT_TMA_X_CPASYNC 0
 #endif
+// Experiment (session 15, after the first GPU run: 16-byte-wide boxes cost ~14 cycles per 16-byte row): 1 or 2
+// stage x as 32-byte rows (16 channels at one position: one box row per position, half the rows) in the 32-byte
+// swizzled K-major layout, read by wgmma through 32B-swizzle descriptors. A tap's operand starts at any row
+// (not only at 8-row pattern boundaries); whether the descriptor's "matrix base offset" must then say where the
+// start lies in the pattern is what 1 (base offset 0) against 2 (base offset (address >> 7) & 7) decides.
+// Needs Cin/groups % 16 == 0 and 16-channel stages.
+#ifndef CONVKIT_TMA_SW32
+#define CONVKIT_TMA_SW32 0
+#endif
+static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
 
 namespace convkit {
 namespace {
@@ -151,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
-  const uint32_t base = (smem_u32(smem_raw) + 127u) & ~127u;  // TMA destinations: 128-byte aligned
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // TMA destinations: 128 (swizzled: 1024)-byte aligned
   const uint32_t bar0 = base + q.bar_off;
   const int nch = static_cast<int>(q.chunks);
   const int64_t my_tiles =
@@ -182,6 +192,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
+    if (CONVKIT_TMA_SW32) {  // one 16-channel group: box rows of 32 bytes
+      for (int seg = 0; seg < q.nseg; ++seg)
+        for (int ph = 0; ph < q.nph; ++ph)
+          for (int pc = 0; pc < q.npieces; ++pc) {
+            const uint32_t dst = x_dst + ((seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 32;
+            const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
+            tma_load_5d(dst, &xmap, 0, chunk, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar);
+          }
+      return;
+    }
     for (int cg = 0; cg < q.cc / 8; ++cg)
       for (int seg = 0; seg < q.nseg; ++seg)
         for (int ph = 0; ph < q.nph; ++ph)
@@ -260,13 +280,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int st = 0; st < steps; ++st) {
         const int k = st >> cps_shift;                      // tap of this k16 step
         const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
-        const uint32_t b_addr = x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
+        const uint32_t b_addr = CONVKIT_TMA_SW32 ? x_base + tap_row(q, k) * 32 : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
           const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
 #pragma unroll
-          for (int nb = 0; nb < NB; ++nb)
-            wg::mma_m64n128k16<T>(acc[mb][nb], da, wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128));
+          for (int nb = 0; nb < NB; ++nb) {
+            uint64_t db;
+            if (CONVKIT_TMA_SW32) {  // 32B swizzle (mode 3), SBO = 8 rows of 32 bytes, LBO unused (K = one row)
+              const uint32_t addr = b_addr + nb * 128 * 32;
+              const uint64_t base_off = CONVKIT_TMA_SW32 == 2 ? ((addr >> 7) & 7u) : 0u;
+              db = wg::smem_desc(addr, 16, 256) | (base_off << 49) | (uint64_t{3} << 62);
+            } else {
+              db = wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128);
+            }
+            wg::mma_m64n128k16<T>(acc[mb][nb], da, db);
+          }
         }
       }
       wg::commit();
@@ -419,9 +448,12 @@ void plan_window(TmaPlan& q) {
     q.nph = q.s;
     wq_min = wq_contig;
   }
-  const int max_rows = (256 / q.s) & ~7;  // box <= 256 positions, rows a multiple of 8 (128-byte destinations)
+  // box <= 256 positions; rows a multiple of 8 (128-byte destinations), of 32 for the 32-byte swizzled rows
+  // (1024-byte destinations: whole swizzle patterns)
+  const int ra = CONVKIT_TMA_SW32 ? 32 : 8;
+  const int max_rows = (256 / q.s) & ~(ra - 1);
   q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
-  q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), 8) * 8);
+  q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), ra) * ra);
   q.wq = q.npieces * q.piece_rows;
   q.cgs = q.nseg * q.nph * q.wq;
 }
@@ -437,7 +469,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.w_dtype != p.dtype) return false;
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  if (cin_g < 16 || cin_g % 8 != 0) return false;
+  if (cin_g < 16 || cin_g % (CONVKIT_TMA_SW32 ? 16 : 8) != 0) return false;
   if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0) return false;
   // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits.
@@ -456,6 +488,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   const int limit = wg::smem_optin_bytes();
   int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 16;
   const bool forced = shape_override(mw, nb, cc);
+  if (CONVKIT_TMA_SW32 && cc != 16) return false;
   // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then BN 128.
   const int tries[3][2] = {{mw, nb}, {mw, 1}, {1, 1}};
   for (const auto& tr : tries) {
@@ -467,12 +500,12 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     plan_window(q);
     q.a_bytes = q.k * q.cc * q.bm * 2;
     q.x_bytes = (q.cc / 8) * q.cgs * 16;
-    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, 128));
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, CONVKIT_TMA_SW32 ? 1024 : 128));
     q.c_pitch = q.bn + 8;
     const int c_bytes = static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
-    const int avail = limit - 128 - 8 * kMaxSlots - c_bytes;          // alignment slack, barriers, C tile
+    const int avail = limit - 1024 - 8 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
     q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
     if (q.ns > 6) q.ns = 6;
     if (q.ns < 3) {
@@ -481,7 +514,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     }
     q.c_off = q.ns * q.stage_bytes;
     q.bar_off = q.c_off + c_bytes;
-    q.smem_bytes = q.bar_off + 8 * kMaxSlots + 128;
+    q.smem_bytes = q.bar_off + 8 * kMaxSlots + 1024;
     q.chunks = ceil_div(cin_g, q.cc);
     q.m_tiles = ceil_div(cout_g, q.bm);
     q.j_tiles = ceil_div(p.out_length, q.bn);
@@ -493,17 +526,19 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 }
 
 bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
-  const cuuint64_t dims[5] = {8, static_cast<cuuint64_t>(q.cin_g / 8), static_cast<cuuint64_t>(p.groups),
-                              static_cast<cuuint64_t>(p.in_length), static_cast<cuuint64_t>(p.batch)};
-  const cuuint64_t strides[4] = {16, static_cast<cuuint64_t>(q.cin_g * 2), static_cast<cuuint64_t>(p.x_stride_l * 2),
-                                 static_cast<cuuint64_t>(p.x_stride_b * 2)};
-  const cuuint32_t box[5] = {8, 1, 1, static_cast<cuuint32_t>(q.piece_rows * q.s), 1};
+  const int ce = CONVKIT_TMA_SW32 ? 16 : 8;  // channels per box row
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(ce), static_cast<cuuint64_t>(q.cin_g / ce),
+                              static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.in_length),
+                              static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(ce * 2), static_cast<cuuint64_t>(q.cin_g * 2),
+                                 static_cast<cuuint64_t>(p.x_stride_l * 2), static_cast<cuuint64_t>(p.x_stride_b * 2)};
+  const cuuint32_t box[5] = {static_cast<cuuint32_t>(ce), 1, 1, static_cast<cuuint32_t>(q.piece_rows * q.s), 1};
   const cuuint32_t estr[5] = {1, 1, 1, static_cast<cuuint32_t>(q.s), 1};
   const CUtensorMapDataType dt =
       p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const CUresult r = encode_tiled()(&map, dt, 5, p.x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                    CONVKIT_TMA_SW32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 
