@@ -1,16 +1,18 @@
 # Experiments of the TMA-fed forward (csrc/experimental/conv1d_fwd_dense_tma.cu) with ci/dense_mma_check.cu --tma,
 # one build per macro setting. Run from the repository root on the GPU machine:
-#   VARIANTS="-DCONVKIT_TMA_SW32=0 -DCONVKIT_TMA_SW32=1 -DCONVKIT_TMA_SW32=2" ONLY="w2v_k3s2 tcn kb67" bash ci/tma_experiment.sh
+#   VARIANTS="-DCONVKIT_TMA_SW32=0;-DCONVKIT_TMA_SW32=2;-DCONVKIT_TMA_PRODUCER_WARP=1 -DCONVKIT_TMA_SW32=2" \
+#     ONLY="w2v_k3s2 tcn kb67" bash ci/tma_experiment.sh          (variants separated by ';')
 # Per variant: every small case (--quick: correctness), then the timed cases named in ONLY.
 OUT=${OUT:-/tmp}
 VARIANTS=${VARIANTS:--DCONVKIT_TMA_SW32=0}
 B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177,128 -I csrc ci/dense_mma_check.cu
    csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/experimental/conv1d_fwd_dense_tma.cu"
+IFS=';' read -ra VS <<< "$VARIANTS"
 i=0
-for v in $VARIANTS; do $B $v -o /tmp/tx$i > "$OUT/tx_build$i.log" 2>&1 & i=$((i+1)); done
+for v in "${VS[@]}"; do $B $v -o /tmp/tx$i > "$OUT/tx_build$i.log" 2>&1 & i=$((i+1)); done
 wait
 i=0
-for v in $VARIANTS; do
+for v in "${VS[@]}"; do
   echo "== variant $v"
   if [ ! -x /tmp/tx$i ]; then tail -20 "$OUT/tx_build$i.log"; i=$((i+1)); continue; fi
   timeout 120 /tmp/tx$i --tma --quick | grep -E "FAIL|launch returned|cases run|CUDA error"

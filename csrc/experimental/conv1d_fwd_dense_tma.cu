@@ -59,12 +59,21 @@
 #define CONVKIT_TMA_SW32 0
 #endif
 static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
+// Experiment: 1 adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
+// consumer warpgroup arrives on once its wgmma calls of the slot's stage are done; the consumers then need no
+// block barrier per stage (the epilogue syncs them with a named barrier). 0: thread 0 issues after a block
+// barrier per stage.
+#ifndef CONVKIT_TMA_PRODUCER_WARP
+#define CONVKIT_TMA_PRODUCER_WARP 0
+#endif
+static_assert(!(CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_X_CPASYNC), "the producer warp stages x by TMA");
 
 namespace convkit {
 namespace {
 using namespace tc;
 
-constexpr int kThreads = 256;  // two warpgroups
+constexpr int kThreads = 256;  // two warpgroups (the consumers)
+constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 constexpr int kMaxSlots = 8;
 
 struct TmaPlan {
@@ -144,6 +153,20 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
 #endif
 }
 
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// Barrier 1 among the 256 consumer threads (the producer warp does not take part).
+__device__ __forceinline__ void consumers_sync() {
+  if (CONVKIT_TMA_PRODUCER_WARP) {
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -152,7 +175,7 @@ __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
 }
 
 template <typename T, int MW, int NB>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kBlockThreads, 1)
     conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
                                 const unsigned short* __restrict__ wpack) {
 #ifndef CONVKIT_WGMMA_DEVICE
@@ -245,11 +268,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
     // Arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async form.
     for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1);
+    // "empty" barriers (producer-warp form): one arrival per consumer warpgroup
+    if (CONVKIT_TMA_PRODUCER_WARP)
+      for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * (kMaxSlots + i), 2);
     mbar_fence_init();
   }
   __syncthreads();
-  if (tid == 0)
+  if (CONVKIT_TMA_PRODUCER_WARP) {
+    if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
+      if (lane == 0) {
+        for (int64_t i = 0; i < total; ++i) {
+          const int slot = static_cast<int>(i % q.ns);
+          if (i >= q.ns) mbar_wait(bar0 + 8u * (kMaxSlots + slot), static_cast<uint32_t>((i / q.ns - 1) & 1));
+          issue(i);
+        }
+      }
+      return;
+    }
+  } else if (tid == 0) {
     for (int64_t s = 0; s < q.ns && s < total; ++s) issue(s);
+  }
   if (CONVKIT_TMA_X_CPASYNC)
     for (int64_t s = 0; s < q.ns && s < total; ++s) issue_x(s);
 
@@ -299,9 +337,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       wg::commit();
-      wg::wait<1>();    // this warpgroup's calls of stage s - 1 are done
-      __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
-      if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
+      wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done
+      if (CONVKIT_TMA_PRODUCER_WARP) {
+        if (s >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+      } else {
+        __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
+        if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
+      }
       if (CONVKIT_TMA_X_CPASYNC && s >= 1 && s - 1 + q.ns < total) issue_x(s - 1 + q.ns);
     }
 
@@ -343,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
-      __syncthreads();
+      consumers_sync();
       unsigned short* yr = static_cast<unsigned short*>(p.y);
       const int units_row = q.bn >> 3;
       const int64_t jn = p.out_length - j0;  // valid columns of the tile (> 0)
@@ -365,7 +407,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
         }
       }
-      // The next write of the C tile is a later tile's epilogue: every step in between has a block barrier.
+      // The next write of the C tile is a later tile's epilogue. With a block barrier per step nothing more is
+      // needed; without (producer warp), one warpgroup may run a whole short tile ahead of the other.
+      if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();
     }
   }
 #endif
@@ -505,7 +549,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     const int c_bytes = static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
-    const int avail = limit - 1024 - 8 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
+    const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
     q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
     if (q.ns > 6) q.ns = 6;
     if (q.ns < 3) {
@@ -514,7 +558,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     }
     q.c_off = q.ns * q.stage_bytes;
     q.bar_off = q.c_off + c_bytes;
-    q.smem_bytes = q.bar_off + 8 * kMaxSlots + 1024;
+    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 1024;  // full and empty barriers
     q.chunks = ceil_div(cin_g, q.cc);
     q.m_tiles = ceil_div(cout_g, q.bm);
     q.j_tiles = ceil_div(p.out_length, q.bn);
@@ -549,7 +593,7 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
-  kernel<<<grid, kThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
+  kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
   return cudaGetLastError();
 }
 
