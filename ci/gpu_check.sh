@@ -59,7 +59,7 @@ if [ "$what" = tma ]; then
   B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177 -I csrc ci/dense_mma_check.cu
      csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/experimental/conv1d_fwd_dense_tma.cu"
   (cd "$repo" && $B -o /tmp/dc_tma > "$OUT/tma_build.log" 2>&1) &
-  (cd "$repo" && $B -DCONVKIT_TMA_X_CPASYNC=1 -o /tmp/dc_tma_cp > "$OUT/tma_build_cp.log" 2>&1) &
+  (cd "$repo" && $B -DCONVKIT_TMA_X_CPASYNC=1 -DCONVKIT_TMA_SW32=0 -DCONVKIT_TMA_PRODUCER_WARP=0 -o /tmp/dc_tma_cp > "$OUT/tma_build_cp.log" 2>&1) &
   wait
   [ -x /tmp/dc_tma ] && [ -x /tmp/dc_tma_cp ] || { tail -30 "$OUT"/tma_build*.log; exit 1; }
   {

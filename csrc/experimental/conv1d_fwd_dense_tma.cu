@@ -1,6 +1,11 @@
 // Dense and grouped forward on wgmma with every operand brought in by the copy engine (TMA), sm_90a, fp16/bf16
-// input and weights, fp32 accumulation. EXPERIMENTAL (see conv1d_fwd_dense_tma.h): written without a GPU in
-// session 15, not yet run; `bash ci/gpu_check.sh tma` checks and times it (ci/dense_mma_check.cu --tma).
+// input and weights, fp32 accumulation. EXPERIMENTAL (see conv1d_fwd_dense_tma.h): written in session 15;
+// `bash ci/gpu_check.sh tma` / `ci/tma_experiment.sh` check and time it (ci/dense_mma_check.cu --tma).
+//
+// STATUS (H100, bf16, kernel only with channels-last x, session 15; default form: producer warp + 32-byte
+// swizzled x rows): correct on every case of the check; w2v_k3s2 2.95 ms (package wgmma kernel 4.12), tcn 0.470
+// (0.722), kb67 1.54 (1.91, mma.sync), kb76 3.95 (5.84), wavenet 0.438 (0.612), grouped_g8 0.429 (0.364).
+// A (B, C, L) caller would first pay a transpose of x (w2v 1.29 ms, kb67 0.83): a win for channels-last x only.
 //
 // Why: the wgmma forward in kernels/conv1d_fwd_dense_wgmma.cu stages its operands with the threads (16-byte
 // cp.async per weight row piece, x rows loaded into registers, realigned and transposed by byte_perm): on the
@@ -18,12 +23,13 @@
 //   * Weights are packed once per call (pack_weights_kernel) into the exact shared-memory image of each stage:
 //     [g][m tile][chunk] blocks of [tap * CC/8 + channel group][BM rows][8 channels], zero outside the tensor,
 //     so a stage's weights are one cp.async.bulk.
-//   * One thread issues a stage's copies; an mbarrier per ring slot (expect_tx of the stage's bytes) says when
+//   * One thread (of a ninth, producer-only warp) issues a stage's copies; an mbarrier per ring slot (expect_tx of the stage's bytes) says when
 //     it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
 //     next tile's first stages load while this tile's last ones and its epilogue run; the C tile of the
 //     epilogue has its own shared memory for that reason.
 // Each step: wait for stage s, issue its wgmma calls (m64n128k16, both operands in shared memory, as in the
-// wgmma kernel), wait for stage s - 1's calls, barrier, refill stage s - 1's slot with stage s - 1 + NS.
+// wgmma kernel), wait for stage s - 1's calls, release stage s - 1's slot (an "empty" mbarrier the producer
+// waits on before refilling it with stage s - 1 + NS).
 #include <cuda.h>  // CUtensorMap and the encode function's type (the function comes through the runtime)
 
 #include <algorithm>
@@ -49,24 +55,24 @@
 #ifndef CONVKIT_TMA_X_CPASYNC
 #define CONVKIT_TMA_X_CPASYNC 0
 #endif
-// Experiment (session 15, after the first GPU run: 16-byte-wide boxes cost ~14 cycles per 16-byte row): 1 or 2
-// stage x as 32-byte rows (16 channels at one position: one box row per position, half the rows) in the 32-byte
-// swizzled K-major layout, read by wgmma through 32B-swizzle descriptors. A tap's operand starts at any row
-// (not only at 8-row pattern boundaries); whether the descriptor's "matrix base offset" must then say where the
-// start lies in the pattern is what 1 (base offset 0) against 2 (base offset (address >> 7) & 7) decides.
-// Needs Cin/groups % 16 == 0 and 16-channel stages.
+// 1 (default): x as 32-byte rows (16 channels at one position: one box row per position, half the rows of the
+// 16-byte form) in the 32-byte swizzled K-major layout, read through 32B-swizzle descriptors. A tap's operand
+// starts at any row, not only at 8-row pattern boundaries, with the descriptor's base offset 0 (H100, session 15:
+// 1 passes every case; 2, base offset (address >> 7) & 7, fails 4 of 20). Needs Cin/groups % 16 == 0 and
+// 16-channel stages. 0: 16-byte rows (Cin/groups % 8).
 #ifndef CONVKIT_TMA_SW32
-#define CONVKIT_TMA_SW32 0
+#define CONVKIT_TMA_SW32 1
 #endif
-static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
-// Experiment: 1 adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
+static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time (-DCONVKIT_TMA_SW32=0)");
+// 1 (default) adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
 // consumer warpgroup arrives on once its wgmma calls of the slot's stage are done; the consumers then need no
 // block barrier per stage (the epilogue syncs them with a named barrier). 0: thread 0 issues after a block
 // barrier per stage.
 #ifndef CONVKIT_TMA_PRODUCER_WARP
-#define CONVKIT_TMA_PRODUCER_WARP 0
+#define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
-static_assert(!(CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_X_CPASYNC), "the producer warp stages x by TMA");
+static_assert(!(CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_X_CPASYNC),
+              "the producer warp stages x by TMA (-DCONVKIT_TMA_PRODUCER_WARP=0)");
 
 namespace convkit {
 namespace {
