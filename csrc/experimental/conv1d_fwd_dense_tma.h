@@ -11,7 +11,8 @@
 
 namespace convkit {
 
-// True when the kernel runs p: 16-bit x and weights of the same dtype, Cin/groups % 8 == 0, stride <= 8,
+// True when the kernel runs p: 16-bit x and weights of the same dtype, Cin/groups % 16 == 0 (% 8 when built with
+// -DCONVKIT_TMA_SW32=0), stride <= 8,
 // sm_90a code (CONVKIT_SM90A build, p.code_arch 90), and x in the channels-last memory a TMA tensor map can
 // describe: x_stride_c == 1, x_stride_l and x_stride_b multiples of 8 elements, x 16-byte aligned, strides
 // ordered (x_stride_l >= in_channels, x_stride_b >= in_length * x_stride_l). Weights may have any strides.
