@@ -500,7 +500,11 @@ void plan_window(TmaPlan& q) {
   }
   // box <= 256 positions; rows a multiple of 8 (128-byte destinations), of 32 for the 32-byte swizzled rows
   // (1024-byte destinations: whole swizzle patterns)
+#ifdef CONVKIT_TMA_ROW_ALIGN  // experiment: 8 for the 32-byte rows too (256-byte destinations: one pattern)
+  const int ra = CONVKIT_TMA_ROW_ALIGN;
+#else
   const int ra = CONVKIT_TMA_SW32 ? 32 : 8;
+#endif
   const int max_rows = (256 / q.s) & ~(ra - 1);
   q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
   q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), ra) * ra);
