@@ -454,8 +454,12 @@ EncodeTiledFn encode_tiled() {
   static const EncodeTiledFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult res;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &res) !=
-            cudaSuccess ||
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &res);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &res);
+#endif
+    if (e != cudaSuccess ||
         res != cudaDriverEntryPointSuccess) {
       cudaGetLastError();
       return static_cast<EncodeTiledFn>(nullptr);
