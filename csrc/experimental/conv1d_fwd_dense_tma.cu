@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <cstdlib>
 
 #include "experimental/conv1d_fwd_dense_tma.h"
@@ -68,6 +69,12 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 // consumer warpgroup arrives on once its wgmma calls of the slot's stage are done; the consumers then need no
 // block barrier per stage (the epilogue syncs them with a named barrier). 0: thread 0 issues after a block
 // barrier per stage.
+// Experiment: 1 issues one m64n256k16 per k16 step instead of two m64n128k16 where a warpgroup's tile is 64 x 256
+// (MW 1, NB 2); its 128 accumulators are acc[0][0..1] as one array (the same register-to-column map).
+#ifndef CONVKIT_TMA_N256
+#define CONVKIT_TMA_N256 0
+#endif
+
 #ifndef CONVKIT_TMA_PRODUCER_WARP
 #define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
@@ -172,6 +179,41 @@ __device__ __forceinline__ void consumers_sync() {
     __syncthreads();
   }
 }
+
+#define CONVKIT_D128                                                                                       \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "  \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "  \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, " \
+  "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "     \
+  "%123, %124, %125, %126, %127}"
+#define CONVKIT_A8(d, o)                                                                                     \
+  "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+      "+f"(d[o + 7])
+#define CONVKIT_A64(d, o)                                                                                    \
+  CONVKIT_A8(d, o), CONVKIT_A8(d, o + 8), CONVKIT_A8(d, o + 16), CONVKIT_A8(d, o + 24), CONVKIT_A8(d, o + 32),  \
+      CONVKIT_A8(d, o + 40), CONVKIT_A8(d, o + 48), CONVKIT_A8(d, o + 56)
+// d (64 x 256 fp32) += A (64 x 16) * B (16 x 256), both K-major.
+template <typename T>
+__device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t db) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " CONVKIT_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : CONVKIT_A64(d, 0), CONVKIT_A64(d, 64)
+                 : "l"(da), "l"(db), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " CONVKIT_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : CONVKIT_A64(d, 0), CONVKIT_A64(d, 64)
+                 : "l"(da), "l"(db), "r"(1));
+  }
+#endif
+}
+#undef CONVKIT_D128
+#undef CONVKIT_A8
+#undef CONVKIT_A64
 
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
@@ -328,6 +370,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
           const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
+          if (CONVKIT_TMA_N256 && CONVKIT_TMA_SW32 && NB == 2) {  // one call for both 128-column halves
+            const uint32_t addr = b_addr;
+            const uint64_t db = wg::smem_desc(addr, 16, 256) | (uint64_t{3} << 62);
+            mma_m64n256k16<T>(&acc[mb][0][0], da, db);
+            continue;
+          }
 #pragma unroll
           for (int nb = 0; nb < NB; ++nb) {
             uint64_t db;
