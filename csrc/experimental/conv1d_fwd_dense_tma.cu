@@ -75,6 +75,13 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #define CONVKIT_TMA_N256 0
 #endif
 
+// Experiment: 1 writes y straight from the accumulators (4-byte stores of two columns, 2-byte where a row is
+// not 4-byte aligned) instead of through a C tile in shared memory: the ring gets that memory (room for
+// 32-channel stages).
+#ifndef CONVKIT_TMA_DIRECT_EPILOGUE
+#define CONVKIT_TMA_DIRECT_EPILOGUE 0
+#endif
+
 #ifndef CONVKIT_TMA_PRODUCER_WARP
 #define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
@@ -263,14 +270,16 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
-    if (CONVKIT_TMA_SW32) {  // one 16-channel group: box rows of 32 bytes
-      for (int seg = 0; seg < q.nseg; ++seg)
-        for (int ph = 0; ph < q.nph; ++ph)
-          for (int pc = 0; pc < q.npieces; ++pc) {
-            const uint32_t dst = x_dst + ((seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 32;
-            const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-            tma_load_5d(dst, &xmap, 0, chunk, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar);
-          }
+    if (CONVKIT_TMA_SW32) {  // 16-channel sets: box rows of 32 bytes
+      for (int cs = 0; cs < q.cc / 16; ++cs)
+        for (int seg = 0; seg < q.nseg; ++seg)
+          for (int ph = 0; ph < q.nph; ++ph)
+            for (int pc = 0; pc < q.npieces; ++pc) {
+              const uint32_t dst = x_dst + (cs * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 32;
+              const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
+              tma_load_5d(dst, &xmap, 0, chunk * (q.cc / 16) + cs, static_cast<int>(g), static_cast<int>(pos),
+                          static_cast<int>(b), bar);
+            }
       return;
     }
     for (int cg = 0; cg < q.cc / 8; ++cg)
@@ -366,7 +375,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int st = 0; st < steps; ++st) {
         const int k = st >> cps_shift;                      // tap of this k16 step
         const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
-        const uint32_t b_addr = CONVKIT_TMA_SW32 ? x_base + tap_row(q, k) * 32 : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
+        const uint32_t b_addr = CONVKIT_TMA_SW32 ? x_base + ((cg0 / 2) * q.cgs + tap_row(q, k)) * 32
+                                                 : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
           const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
@@ -411,6 +421,41 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       int64_t b, g, jt, mt;
       tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
       const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
+      if (CONVKIT_TMA_DIRECT_EPILOGUE) {
+        unsigned short* yr = static_cast<unsigned short*>(p.y);
+        const int rw = (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
+            const int64_t co = co0 + row;
+            if (co >= q.cout_g) continue;
+            const float bv = p.bias != nullptr ? load_param<T>(p, p.bias, g * q.cout_g + co) : 0.f;
+            unsigned short* yrow = yr + b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c;
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+              for (int i = 0; i < 16; ++i) {
+                float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
+                if (p.activation != kActNone) {
+                  v0 = activate(p.activation, v0);
+                  v1 = activate(p.activation, v1);
+                }
+                const int64_t j = j0 + nb * 128 + 8 * i + 2 * (lane & 3);
+                unsigned short* dst = yrow + j * p.y_stride_l;
+                if (j + 1 < p.out_length && p.y_stride_l == 1 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+                  *reinterpret_cast<uint32_t*>(dst) = bits16<T>(v0) | (bits16<T>(v1) << 16);
+                } else {
+                  if (j < p.out_length) dst[0] = static_cast<unsigned short>(bits16<T>(v0));
+                  if (j + 1 < p.out_length) dst[p.y_stride_l] = static_cast<unsigned short>(bits16<T>(v1));
+                }
+              }
+            }
+          }
+        }
+        continue;  // next tile
+      }
       const uint32_t c_base = base + q.c_off;
       // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
       // already holds the next tile's stages).
@@ -594,7 +639,6 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   const int limit = wg::smem_optin_bytes();
   int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 16;
   const bool forced = shape_override(mw, nb, cc);
-  if (CONVKIT_TMA_SW32 && cc != 16) return false;
   // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then BN 128.
   const int tries[3][2] = {{mw, nb}, {mw, 1}, {1, 1}};
   for (const auto& tr : tries) {
@@ -608,7 +652,8 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     q.x_bytes = (q.cc / 8) * q.cgs * 16;
     q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, CONVKIT_TMA_SW32 ? 1024 : 128));
     q.c_pitch = q.bn + 8;
-    const int c_bytes = static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
+    const int c_bytes =
+        CONVKIT_TMA_DIRECT_EPILOGUE ? 0 : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
     const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
