@@ -222,6 +222,39 @@ __device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t d
 #undef CONVKIT_A8
 #undef CONVKIT_A64
 
+// Epilogue walk over a warpgroup's (wgi) m64n128 accumulator fragments acc[mb][nb] (rows (wgi * MW + mb) * 64 ..
+// + 63, columns nb * 128 .. + 127 of the tile): f(row, co, col, v0, v1) for each pair of adjacent columns of this
+// thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated.
+// (kernels/conv1d_fwd_dense_wgmma.cu has the same walk and C-tile store inline; one copy when this kernel joins the
+// package.)
+template <typename T, int MW, int NB, typename F>
+__device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, float (&acc)[MW][NB][64], int wgi, int warp,
+                                                     int lane, int64_t g, int64_t cout_g, int64_t co0, F&& f) {
+  const int rw = (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+  for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
+      const int64_t co = co0 + row;
+      float bv = 0.f;
+      if (p.bias != nullptr && co < cout_g) bv = load_param<T>(p, p.bias, g * cout_g + co);
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
+          if (p.activation != kActNone) {
+            v0 = activate(p.activation, v0);
+            v1 = activate(p.activation, v1);
+          }
+          f(row, co, nb * 128 + 8 * i + 2 * (lane & 3), v0, v1);
+        }
+      }
+    }
+  }
+}
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -421,69 +454,30 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       int64_t b, g, jt, mt;
       tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
       const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
-      if (CONVKIT_TMA_DIRECT_EPILOGUE) {
+      if (CONVKIT_TMA_DIRECT_EPILOGUE) {  // y straight from the accumulators
         unsigned short* yr = static_cast<unsigned short*>(p.y);
-        const int rw = (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-        for (int mb = 0; mb < MW; ++mb) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
-            const int64_t co = co0 + row;
-            if (co >= q.cout_g) continue;
-            const float bv = p.bias != nullptr ? load_param<T>(p, p.bias, g * q.cout_g + co) : 0.f;
-            unsigned short* yrow = yr + b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c;
-#pragma unroll
-            for (int nb = 0; nb < NB; ++nb) {
-#pragma unroll
-              for (int i = 0; i < 16; ++i) {
-                float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
-                if (p.activation != kActNone) {
-                  v0 = activate(p.activation, v0);
-                  v1 = activate(p.activation, v1);
-                }
-                const int64_t j = j0 + nb * 128 + 8 * i + 2 * (lane & 3);
-                unsigned short* dst = yrow + j * p.y_stride_l;
-                if (j + 1 < p.out_length && p.y_stride_l == 1 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
-                  *reinterpret_cast<uint32_t*>(dst) = bits16<T>(v0) | (bits16<T>(v1) << 16);
-                } else {
-                  if (j < p.out_length) dst[0] = static_cast<unsigned short>(bits16<T>(v0));
-                  if (j + 1 < p.out_length) dst[p.y_stride_l] = static_cast<unsigned short>(bits16<T>(v1));
-                }
-              }
-            }
+        for_each_output_pair<T, MW, NB>(p, acc, wgi, warp, lane, g, q.cout_g, co0,
+                                        [&](int, int64_t co, int col, float v0, float v1) {
+          if (co >= q.cout_g) return;
+          const int64_t j = j0 + col;
+          unsigned short* dst = yr + b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + j * p.y_stride_l;
+          if (j + 1 < p.out_length && p.y_stride_l == 1 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
+            *reinterpret_cast<uint32_t*>(dst) = bits16<T>(v0) | (bits16<T>(v1) << 16);
+          } else {
+            if (j < p.out_length) dst[0] = static_cast<unsigned short>(bits16<T>(v0));
+            if (j + 1 < p.out_length) dst[p.y_stride_l] = static_cast<unsigned short>(bits16<T>(v1));
           }
-        }
+        });
         continue;  // next tile
       }
-      const uint32_t c_base = base + q.c_off;
       // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
-      // already holds the next tile's stages).
-      const int rw = (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-      for (int mb = 0; mb < MW; ++mb) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
-          const int64_t co = co0 + row;
-          float bv = 0.f;
-          if (p.bias != nullptr && co < q.cout_g) bv = load_param<T>(p, p.bias, g * q.cout_g + co);
-#pragma unroll
-          for (int nb = 0; nb < NB; ++nb) {
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-              float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
-              if (p.activation != kActNone) {
-                v0 = activate(p.activation, v0);
-                v1 = activate(p.activation, v1);
-              }
-              const int col = nb * 128 + 8 * i + 2 * (lane & 3);
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(c_base + (row * q.c_pitch + col) * 2),
-                           "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
-            }
-          }
-        }
-      }
+      // already holds the next tile's stages), then coalesced stores.
+      const uint32_t c_base = base + q.c_off;
+      for_each_output_pair<T, MW, NB>(p, acc, wgi, warp, lane, g, q.cout_g, co0,
+                                      [&](int row, int64_t, int col, float v0, float v1) {
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(c_base + (row * q.c_pitch + col) * 2),
+                     "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+      });
       consumers_sync();
       unsigned short* yr = static_cast<unsigned short*>(p.y);
       const int units_row = q.bn >> 3;
