@@ -5,7 +5,7 @@
 //        -o /tmp/dense_check && /tmp/dense_check            [--quick: skip the big suite shapes; --only NAME]
 //   CONVKIT_DENSE_RING=0 /tmp/dense_check ...   the same without the cp.async x ring (the register path)
 //   --wt: every case with tap-major weights of x's dtype (what dispatch.cpp passes to the wgmma path).
-//   --tma: the experimental TMA-fed wgmma forward (csrc/experimental/conv1d_fwd_dense_tma.cu; add that file and
+//   --tma: the TMA-fed wgmma forward (csrc/kernels/conv1d_fwd_dense_tma.cu; add that file, -DDC_TMA,
 //   -DCONVKIT_SM90A -arch=sm_90a): every case with x channels-last ((B, L, C) memory) and weights of x's dtype;
 //   cases it does not support are listed and skipped. Timed cases also time a (B, C, L) -> (B, L, C) transpose
 //   of x (what a caller with ordinary x would pay first). `bash ci/gpu_check.sh tma` runs both forms.
@@ -31,9 +31,6 @@
 
 #include "conv1d_params.h"
 #include "kernels/launchers.h"
-#ifdef DC_TMA
-#include "experimental/conv1d_fwd_dense_tma.h"
-#endif
 
 using namespace convkit;
 
@@ -264,7 +261,11 @@ static Result run_case(const Case& c0, bool quick) {
 #endif
   auto launch = [&]() -> cudaError_t {
 #ifdef DC_TMA
-    if (g_tma) return launch_conv1d_fwd_dense_tma(p, ws, 0);
+    if (g_tma) {
+      Conv1dParams pt = p;
+      pt.workspace = ws;
+      return launch_conv1d_fwd_dense_tma(pt, 0);
+    }
 #endif
     return launch_conv1d_fwd_dense_mma(p, 0);
   };

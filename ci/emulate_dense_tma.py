@@ -1,4 +1,4 @@
-# CPU model of csrc/experimental/conv1d_fwd_dense_tma.cu (session 15, written without a GPU): the tile plan
+# CPU model of csrc/kernels/conv1d_fwd_dense_tma.cu (session 15, written without a GPU): the tile plan
 # (plan_window, tap_row), the TMA loads of issue() (element stride S, zeros outside [0, L) and past Cin/groups),
 # the packed weights (pack_weights_kernel) and the wgmma operand addressing of the no-swizzle K-major descriptors
 # (A row R, k: rg 2*st + k/8, row R, k%8; B: row (cg0 + k/8) * cgs + tap_row + n, k%8), checked against a direct

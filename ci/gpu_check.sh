@@ -12,7 +12,7 @@
 #                                        # (ci/profile_cases.py): $OUT/ncu.txt
 #   bash ci/gpu_check.sh wgrad           # only the dense grad-weight harness (ci/dense_wgrad_check.cu: wgmma
 #                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
-#   bash ci/gpu_check.sh tma             # only the experimental TMA-fed wgmma forward (csrc/experimental/,
+#   bash ci/gpu_check.sh tma             # only the TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu,
 #                                        # ci/dense_mma_check.cu --tma: every case with x by TMA and by cp.async,
 #                                        # w2v_k3s2 with other tile shapes (CONVKIT_TMA_SHAPE; TMA_ONLY picks other
 #                                        # cases), then the package's kernels on the suite shapes (--wt)) into tma.log
@@ -57,7 +57,7 @@ fi
 if [ "$what" = tma ]; then
   # two builds: x by TMA (default) and x by cp.async (CONVKIT_TMA_X_CPASYNC=1); weights by bulk copy in both
   B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177 -I csrc ci/dense_mma_check.cu
-     csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/experimental/conv1d_fwd_dense_tma.cu"
+     csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/kernels/conv1d_fwd_dense_tma.cu"
   (cd "$repo" && $B -o /tmp/dc_tma > "$OUT/tma_build.log" 2>&1) &
   (cd "$repo" && $B -DCONVKIT_TMA_X_CPASYNC=1 -DCONVKIT_TMA_SW32=0 -DCONVKIT_TMA_PRODUCER_WARP=0 -o /tmp/dc_tma_cp > "$OUT/tma_build_cp.log" 2>&1) &
   wait

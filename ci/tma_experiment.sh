@@ -1,4 +1,4 @@
-# Experiments of the TMA-fed forward (csrc/experimental/conv1d_fwd_dense_tma.cu) with ci/dense_mma_check.cu --tma,
+# Experiments of the TMA-fed forward (csrc/kernels/conv1d_fwd_dense_tma.cu) with ci/dense_mma_check.cu --tma,
 # one build per macro setting. Run from the repository root on the GPU machine:
 #   VARIANTS="-DCONVKIT_TMA_SW32=0;-DCONVKIT_TMA_SW32=2;-DCONVKIT_TMA_PRODUCER_WARP=1 -DCONVKIT_TMA_SW32=2" \
 #     ONLY="w2v_k3s2 tcn kb67" bash ci/tma_experiment.sh          (variants separated by ';')
@@ -6,7 +6,7 @@
 OUT=${OUT:-/tmp}
 VARIANTS=${VARIANTS:--DCONVKIT_TMA_SW32=0}
 B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-suppress 177,128 -I csrc ci/dense_mma_check.cu
-   csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/experimental/conv1d_fwd_dense_tma.cu"
+   csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/kernels/conv1d_fwd_dense_tma.cu"
 IFS=';' read -ra VS <<< "$VARIANTS"
 i=0
 for v in "${VS[@]}"; do $B $v -o /tmp/tx$i > "$OUT/tx_build$i.log" 2>&1 & i=$((i+1)); done

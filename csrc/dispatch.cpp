@@ -207,6 +207,8 @@ struct Choice {
   LaunchFn launch;
   std::string name;
   bool specialised = false;  // a fixed-(K, S, D) entry of the table (choose_backward)
+  // Bytes of scratch memory the launch wants in p.workspace (nullptr: none); the caller allocates it.
+  int64_t (*workspace_bytes)(const Conv1dParams&) = nullptr;
 };
 
 // The table entry for p's (K, S, D) with kernels for p's dtype, or nullptr.
@@ -341,6 +343,16 @@ ChannelsLastBackward channels_last_backward(const Conv1dParams& p, const at::Ten
 // A placeholder address for eligibility tests: aligned like a fresh allocation, never dereferenced.
 void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 
+// The TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu) for a dense / grouped call whose x is in
+// channels-last memory, where it beats the kernels below (H100, bf16, kernel ms, session 15: w2v_k3s2 2.95 vs
+// 4.12, kb76 3.95 vs 5.84, kb67 1.54 vs 1.91, tcn 0.47 vs 0.72); not for Cout/groups <= 64 (half-empty 128-row
+// tiles: grouped_g8 0.43 vs 0.36). CONVKIT_DENSE_TMA=0 switches it off (read once per process).
+bool dense_tma_forward(const Conv1dParams& p) {
+  static const bool on = !env_equals("CONVKIT_DENSE_TMA", "0");
+  return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.out_channels / p.groups > 64 &&
+         conv1d_fwd_dense_tma_supports(p);
+}
+
 // The single place where a forward call is matched to a kernel.
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
@@ -353,6 +365,8 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
+  if (dense_tma_forward(p))
+    return {&launch_conv1d_fwd_dense_tma, "conv1d_fwd_dense_tma", false, &conv1d_fwd_dense_tma_workspace_bytes};
   const Choice dense = choose_dense_forward(p, "conv1d_fwd");
   if (dense.launch != nullptr) return dense;
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};
@@ -622,10 +636,14 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   if (y.numel() == 0) return y;
   set_y(p, y);
   const Choice c = choose_forward(p);
-  at::Tensor wt;  // kept alive until the launch is queued (the allocator orders its reuse on the stream)
+  at::Tensor wt, ws;  // kept alive until the launch is queued (the allocator orders their reuse on the stream)
   if (wants_tap_major_weight(c, p)) {
     wt = tap_major_weight(w);
     set_w(p, wt);
+  }
+  if (c.workspace_bytes != nullptr) {
+    ws = at::empty({c.workspace_bytes(p)}, x.options().dtype(at::kByte));
+    p.workspace = ws.data_ptr();
   }
   check_launch(c.launch(p, current_stream()), c.name);
   return y;

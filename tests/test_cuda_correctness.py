@@ -678,7 +678,8 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
     if "view" in name:
         x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    assert names["forward"] == "conv1d_fwd_dense_wgmma"
+    # (a channels-last x takes the TMA-fed forward: test_dense_tma_* below)
+    assert names["forward"] == ("conv1d_fwd_dense_tma" if "view" in name else "conv1d_fwd_dense_wgmma")
     # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
     # K = 3 (not wavenet_like_d512, k8_causal)
     assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
@@ -720,6 +721,94 @@ def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
     assert convkit.explain(x, w.float(), b.float())["forward"] == "conv1d_fwd_dense_mma"
     x, w, b = make_inputs(2, 256, 64, 3, 500, 1, torch.bfloat16)
     assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_mma"
+
+
+# The TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu) for x in channels-last memory (a (B, L, C) tensor
+# seen through .transpose(1, 2)): 16-bit, Cin/groups % 16 == 0, Cout/groups > 64, on a device running sm_90a
+# code. Cases: every tile shape (BM 256 x BN 128 for Cout/groups > 128, else 128 x 256, w2v-like stride 2: phase
+# rows by the tensor map's element stride), one x window per tap (wavenet-like dilation 512, the 3-tap
+# "segments"), kb76-like stride 3 with dilation 4, partial output tiles (Cout/groups 200, odd lengths), one
+# 16-channel stage (Cin/groups 16), three (Cin/groups 48, in three groups),
+# K 8 causal, K 1, x rows padded past Cin (a narrowed (B, L, C + 8) tensor), and enough tiles that every block
+# of the persistent grid runs several (the ring continues across tiles).
+TMA_CASES = [
+    ("w2v_like_s2", 2, 512, 512, 3, 1999, 2, 0, 1, 1),
+    ("tcn_like_d8", 2, 256, 256, 3, 1000, 1, 8, 8, 1),
+    ("wavenet_like_d512", 2, 128, 128, 2, 2100, 1, 0, 512, 1),
+    ("kb76_like_s3_d4", 2, 64, 128, 3, 4001, 3, 0, 4, 1),
+    ("cout_200_groups_2", 1, 512, 400, 3, 777, 1, 1, 1, 2),
+    ("cin_16", 2, 16, 96, 3, 515, 1, 1, 1, 1),
+    ("cin_48_groups_3", 2, 144, 288, 5, 333, 1, 2, 1, 3),
+    ("k8_causal", 2, 64, 72, 8, 515, 1, "causal", 1, 1),
+    ("k1", 2, 64, 80, 1, 301, 1, 0, 1, 1),
+    ("padded_rows", 2, 128, 96, 3, 600, 2, 3, 2, 1),
+    ("many_tiles_per_block", 8, 128, 128, 3, 20001, 1, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", TMA_CASES, ids=[c[0] for c in TMA_CASES])
+def test_dense_tma_forward_matches_float64_torch(case, dtype, poison_outputs):
+    name, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    _, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    extra = 8 if name == "padded_rows" else 0
+    x = torch.randn(B, L, Cin + extra, device="cuda").to(dtype)[:, :, :Cin].transpose(1, 2)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["forward"] == "conv1d_fwd_dense_tma", names
+    if name == "w2v_like_s2":  # the kernel the name stands for (the profiler costs seconds: one case)
+        ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu"))
+        assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
+    else:
+        check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu" if K % 2 else None)
+
+
+def test_dense_tma_forward_only_where_it_applies(poison_outputs):
+    """Channels-last x that the tensor map cannot describe, or shapes the kernel is slower on, take the other
+    dense kernels and still give torch's results: x 2 bytes off 16-byte alignment, Cin/groups 24 (not a multiple
+    of 16), Cout/groups 64, fp32 master weights, fp32 input; (B, C, L) x keeps the register-staged kernels."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    dt = torch.bfloat16
+
+    def blc(B, L, C, offset=0):
+        return torch.randn(B * L * C + offset, device="cuda").to(dt)[offset:].view(B, L, C).transpose(1, 2)
+
+    _, w, b = make_inputs(2, 128, 128, 3, 501, 1, dt)
+    x = blc(2, 501, 128)
+    assert convkit.explain(x, w, b, padding=1)["forward"] == "conv1d_fwd_dense_tma"
+    assert convkit.explain(x, w.float(), b.float(), padding=1)["forward"] != "conv1d_fwd_dense_tma"
+    assert convkit.explain(x.float(), w.float(), b.float(), padding=1)["forward"] != "conv1d_fwd_dense_tma"
+    assert convkit.explain(x.contiguous(), w, b, padding=1)["forward"] == "conv1d_fwd_dense_wgmma"
+    x = torch.randn(2 * 501 * 128 + 8, device="cuda").to(dt)[1:2 * 501 * 128 + 1].view(2, 501, 128).transpose(1, 2)
+    assert x.data_ptr() % 16 != 0
+    assert convkit.explain(x, w, b, padding=1)["forward"] != "conv1d_fwd_dense_tma"
+    check_case(x, w, b, 1, 1, 1, 1, dt)
+    x = blc(2, 333, 48)
+    _, w, b = make_inputs(2, 48, 96, 3, 333, 2, dt)  # Cin/groups 24
+    assert convkit.explain(x, w, b, padding=1, groups=2)["forward"] != "conv1d_fwd_dense_tma"
+    check_case(x, w, b, 1, 1, 1, 2, dt)
+    x = blc(2, 333, 128)
+    _, w, b = make_inputs(2, 128, 128, 3, 333, 2, dt)  # Cout/groups 64
+    assert convkit.explain(x, w, b, padding=1, groups=2)["forward"] != "conv1d_fwd_dense_tma"
+    check_case(x, w, b, 1, 1, 1, 2, dt)
+
+
+TMA_OFF_SCRIPT = r"""
+import sys, torch, convkit
+x = torch.randn(2, 300, 128, device="cuda").bfloat16().transpose(1, 2)
+w = torch.randn(128, 128, 3, device="cuda").bfloat16()
+name = convkit.explain(x, w, None, padding=1)["forward"]
+assert name != "conv1d_fwd_dense_tma", name
+print("tma off:", name)
+"""
+
+
+def test_dense_tma_forward_switched_off():
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    run_child_script(TMA_OFF_SCRIPT, "tma off:", CONVKIT_DENSE_TMA="0")
 
 
 # CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight

@@ -54,6 +54,15 @@ bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p);
 // a device running the sm_90 code. CONVKIT_DENSE_WGMMA=0 switches it off.
 bool conv1d_fwd_dense_wgmma_supports(const Conv1dParams& p, bool check_weights);
 cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
+// The same with every operand copied by TMA (kernels/conv1d_fwd_dense_tma.cu; sm_90a code only) for x in
+// channels-last memory. supports(p): 16-bit x and weights of one dtype, Cin/groups >= 16 and % 16 == 0,
+// K <= 16, stride <= 8, a device running the sm_90a code, x_stride_c == 1, x_stride_l and x_stride_b multiples
+// of 8 elements, x 16-byte aligned, strides ordered (x_stride_l >= Cin, x_stride_b >= L * x_stride_l); weights
+// of any strides. launch packs the weights into p.workspace (16-byte aligned, workspace_bytes(p) bytes: each
+// stage's weights one contiguous block) and runs the forward; cudaErrorInvalidValue when unsupported.
+bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p);
+int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.
