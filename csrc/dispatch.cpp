@@ -346,9 +346,11 @@ void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 // The TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu) for a dense / grouped call whose x is in
 // channels-last memory, where it beats the kernels below (H100, bf16, kernel ms, session 15: w2v_k3s2 2.95 vs
 // 4.12, kb76 3.95 vs 5.84, kb67 1.54 vs 1.91, tcn 0.47 vs 0.72); not for Cout/groups <= 64 (half-empty 128-row
-// tiles: grouped_g8 0.43 vs 0.36). CONVKIT_DENSE_TMA=0 switches it off (read once per process).
+// tiles: grouped_g8 0.43 vs 0.36). (B, C, L) x too where the kernel's launcher finds that copying x to
+// channels-last memory first pays (Cout/groups * K / stride >= 512; CONVKIT_DENSE_TMA_COPY=0 / 1: never / always).
+// CONVKIT_DENSE_TMA=0 (or CONVKIT_DENSE_WGMMA=0) switches it off (read once per process).
 bool dense_tma_forward(const Conv1dParams& p) {
-  static const bool on = !env_equals("CONVKIT_DENSE_TMA", "0");
+  static const bool on = !env_equals("CONVKIT_DENSE_TMA", "0") && !env_equals("CONVKIT_DENSE_WGMMA", "0");
   return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.out_channels / p.groups > 64 &&
          conv1d_fwd_dense_tma_supports(p);
 }
@@ -366,7 +368,9 @@ Choice choose_forward(const Conv1dParams& p) {
     return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
   if (dense_tma_forward(p))
-    return {&launch_conv1d_fwd_dense_tma, "conv1d_fwd_dense_tma", false, &conv1d_fwd_dense_tma_workspace_bytes};
+    return {&launch_conv1d_fwd_dense_tma,
+            p.x_stride_c == 1 ? "conv1d_fwd_dense_tma" : "x_to_channels_last + conv1d_fwd_dense_tma", false,
+            &conv1d_fwd_dense_tma_workspace_bytes};
   const Choice dense = choose_dense_forward(p, "conv1d_fwd");
   if (dense.launch != nullptr) return dense;
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};

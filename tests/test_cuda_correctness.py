@@ -634,8 +634,12 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     _, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    # (the wide-reduction cases run the wgmma kernel on an sm_90a build: test_dense_wgmma_* below)
-    assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
+    # (the wide-reduction cases run the wgmma kernel on an sm_90a build: test_dense_wgmma_* below; shapes with
+    # much work per x element the TMA kernel after a channels-last copy: test_dense_tma_* below)
+    if tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
+        assert names["forward"] == TMA_COPY, names
+    else:
+        assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
     assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
     assert names["grad_weight"] in ("conv1d_bwd_weight_dense_mma", "conv1d_bwd_weight_dense_wgmma")
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
@@ -646,6 +650,16 @@ def runs_sm90a_code():
     from convkit._config import config
 
     return torch.cuda.get_device_capability() == (9, 0) and "sm_90a" in config()["sass"]
+
+
+TMA_COPY = "x_to_channels_last + conv1d_fwd_dense_tma"
+
+
+def tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
+    """Whether a (B, C, L) x of this shape takes the TMA forward after a copy to channels-last memory (the
+    launcher's rule: Cout/groups * K >= 512 * stride, besides the kernel's own conditions)."""
+    return (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and (Cin // groups) % 16 == 0
+            and Cout // groups > 64 and K <= 16 and stride <= 8 and (Cout // groups) * K >= 512 * stride)
 
 
 # The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
@@ -678,8 +692,14 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
     if "view" in name:
         x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    # (a channels-last x takes the TMA-fed forward: test_dense_tma_* below)
-    assert names["forward"] == ("conv1d_fwd_dense_tma" if "view" in name else "conv1d_fwd_dense_wgmma")
+    # (a channels-last x takes the TMA-fed forward, and so does a (B, C, L) one with much work per x element after
+    # a copy: test_dense_tma_* below; the wgmma kernel still runs those shapes' grad-input)
+    if "view" in name:
+        assert names["forward"] == "conv1d_fwd_dense_tma", names
+    elif tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
+        assert names["forward"] == TMA_COPY, names
+    else:
+        assert names["forward"] == "conv1d_fwd_dense_wgmma", names
     # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
     # K = 3 (not wavenet_like_d512, k8_causal)
     assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
@@ -793,6 +813,94 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
     _, w, b = make_inputs(2, 128, 128, 3, 333, 2, dt)  # Cout/groups 64
     assert convkit.explain(x, w, b, padding=1, groups=2)["forward"] != "conv1d_fwd_dense_tma"
     check_case(x, w, b, 1, 1, 1, 2, dt)
+
+
+# (B, C, L) x on the TMA forward through the launcher's channels-last copy (x_to_channels_last_kernel): rows that
+# are not 16-byte aligned (odd L: 2-byte loads), aligned rows (16-byte loads, L % 8 == 0 with a ragged last
+# 64-position tile), a channel-sliced view (x_stride_c 2L with L odd), a position-strided view (x_stride_l 2),
+# Cin not a multiple of 64 (a ragged channel tile), groups. (test_dense_tma_copy_in_slabs: several slabs.)
+TMA_COPY_CASES = [
+    ("w2v_like_odd_rows", 2, 512, 512, 3, 1999, 2, 0, 1, 1, None),
+    ("aligned_rows", 3, 256, 256, 3, 2056, 1, 8, 8, 1, None),
+    ("channel_slice", 2, 256, 256, 3, 1001, 1, 1, 1, 1, "channels"),
+    ("position_stride", 2, 256, 256, 3, 1001, 1, 1, 1, 1, "positions"),
+    ("cin_80_cout_400", 4, 80, 400, 3, 777, 2, 1, 1, 1, None),
+    ("grouped", 2, 512, 1024, 3, 555, 1, 1, 1, 2, None),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", TMA_COPY_CASES, ids=[c[0] for c in TMA_COPY_CASES])
+def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
+    name, B, Cin, Cout, K, L, stride, padding, dilation, groups, view = case
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    if view == "channels":
+        x = torch.randn(B, 2 * Cin, L, device="cuda").to(dtype)[:, ::2]
+    elif view == "positions":
+        x = torch.randn(B, Cin, 2 * L, device="cuda").to(dtype)[:, :, ::2]
+    assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["forward"] == TMA_COPY, names
+    if name == "w2v_like_odd_rows":
+        ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype))
+        assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
+        assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
+    else:
+        check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu")
+
+
+@pytest.mark.large
+def test_dense_tma_copy_in_slabs(poison_outputs):
+    """x of 1.8 GB (3 batches of 614 MB, over the launcher's 1 GiB copy slab): copied and convolved one batch at a
+    time, each slab's y at its own offset; every element written (poisoned outputs), windows at the start, middle
+    and end of each batch against float64 torch."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    B, Cin, Cout, K, L, S, n = 3, 512, 512, 3, 600_001, 2, 300
+    dt = torch.bfloat16
+    x = torch.randn(B, Cin, L, device="cuda", dtype=dt)
+    w = (torch.randn(Cout, Cin, K, device="cuda") / (Cin * K) ** 0.5).to(dt)
+    assert convkit.explain(x, w, None, stride=S)["forward"] == TMA_COPY
+    y = convkit.conv1d(x, w, None, stride=S)
+    assert torch.isfinite(y).all()
+    lout = y.shape[2]
+    for b in range(B):
+        for j0 in (0, lout // 2 + 1, lout - n):
+            xs = x[b:b + 1, :, j0 * S:(j0 + n - 1) * S + K]
+            ref = torch.nn.functional.conv1d(xs.double(), w.double(), stride=S)
+            assert_close(y[b:b + 1, :, j0:j0 + n], ref, dt, f"batch {b}, outputs {j0}..{j0 + n}")
+    del x, y
+    torch.cuda.empty_cache()
+
+
+# CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (kb67-like, Cout 128 K 3: below the rule);
+# =0: none (w2v-like keeps the wgmma kernel).
+TMA_COPY_SCRIPT = r"""
+import os, sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+mode = os.environ["CONVKIT_DENSE_TMA_COPY"]
+shape = (2, 64, 128, 3, 1001, 1, 1, 1, 1) if mode == "1" else (2, 512, 512, 3, 999, 2, 1, 1, 1)
+B, Cin, Cout, K, L, S, P, D, G = shape
+x = torch.randn(B, Cin, L, device="cuda").bfloat16()
+w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).bfloat16()
+b = torch.randn(Cout, device="cuda").bfloat16()
+name = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["forward"]
+expect = "x_to_channels_last + conv1d_fwd_dense_tma" if mode == "1" else "conv1d_fwd_dense_wgmma"
+assert name == expect, name
+y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+assert_close(y, reference(x, w, b, torch.randn_like(y), S, P, P, D, G, None)[0], torch.bfloat16, "forward")
+print("copy mode", mode, name)
+"""
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_dense_tma_copy_switch(mode):
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    run_child_script(TMA_COPY_SCRIPT, "copy mode " + mode, CONVKIT_DENSE_TMA_COPY=mode)
 
 
 TMA_OFF_SCRIPT = r"""

@@ -8,7 +8,8 @@
 // Measured (H100, bf16, kernel only with channels-last x, session 15; default form: producer warp + 32-byte
 // swizzled x rows): w2v_k3s2 2.95 ms (package wgmma kernel 4.12), tcn 0.470 (0.722), kb67 1.54 (1.91,
 // mma.sync), kb76 3.95 (5.84), wavenet 0.438 (0.612), grouped_g8 0.429 (0.364: why Cout/groups > 64).
-// A (B, C, L) caller would first pay a transpose of x (w2v 1.29 ms, kb67 0.83): a win for channels-last x only.
+// A (B, C, L) x is first copied into channels-last memory by the launcher (x_to_channels_last_kernel, session 17)
+// where the work per x element is high enough for that to pay (copy_pays below).
 //
 // Why: the wgmma forward in kernels/conv1d_fwd_dense_wgmma.cu stages its operands with the threads (16-byte
 // cp.async per weight row piece, x rows loaded into registers, realigned and transposed by byte_perm): on the
@@ -536,6 +537,65 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
   }
 }
 
+// x of any strides, batches blockIdx.z of a slab, to channels-last memory: out[b][l][c] (C % 8 == 0, out 16-byte
+// aligned). One 64-channel x 64-position tile per block through shared memory: rows of x read along positions
+// (16-byte loads where vec: x_stride_l 1, rows and x 16-byte aligned; else 2-byte loads), rows of out written
+// 16 bytes (8 channels) per thread, two neighbouring threads per 32-byte sector. Tile row r (a channel) starts at
+// r * 80 + ((r >> 3) & 1) * 16 elements: a warp's column reads (16 positions of rows r and r + 8) fall in
+// different banks.
+constexpr int kCopyPitch = 80;
+__device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
+  auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
+  return make_uint4(two(0), two(2), two(4), two(6));
+}
+__global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned short* __restrict__ x, int64_t sb,
+                                                                 int64_t sc, int64_t sl, int64_t C, int64_t L,
+                                                                 unsigned short* __restrict__ out, bool vec) {
+  __shared__ __align__(16) unsigned short tile[64 * kCopyPitch];
+  const int tid = threadIdx.x;
+  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * 64, c0 = static_cast<int64_t>(blockIdx.y) * 64;
+  const int64_t b = blockIdx.z;
+  const unsigned short* xb = x + b * sb;
+  auto at = [](int r, int l) { return r * kCopyPitch + ((r >> 3) & 1) * 16 + l; };
+  if (vec) {
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      const int i = tid + it * 256, r = i >> 3, v = i & 7;
+      const int64_t c = c0 + r, l = l0 + v * 8;
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (c < C && l + 8 <= L) {
+        val = *reinterpret_cast<const uint4*>(xb + c * sc + l);
+      } else if (c < C) {
+        unsigned short e[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) e[j] = l + j < L ? xb[c * sc + l + j] : static_cast<unsigned short>(0);
+        val = pack8(e);
+      }
+      *reinterpret_cast<uint4*>(&tile[at(r, v * 8)]) = val;
+    }
+  } else {
+#pragma unroll 4
+    for (int i = tid; i < 64 * 64; i += 256) {
+      const int r = i >> 6, li = i & 63;
+      const int64_t c = c0 + r, l = l0 + li;
+      tile[at(r, li)] = c < C && l < L ? xb[c * sc + l * sl] : static_cast<unsigned short>(0);
+    }
+  }
+  __syncthreads();
+  unsigned short* ob = out + b * L * C;
+#pragma unroll
+  for (int it = 0; it < 2; ++it) {
+    const int i = tid + it * 256;
+    const int v = (i & 1) | ((i >> 7) << 1), li = (i >> 1) & 63;  // a warp: 16 positions x 2 channel vectors
+    const int64_t l = l0 + li, c = c0 + v * 8;
+    if (l >= L || c >= C) continue;
+    unsigned short e[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) e[j] = tile[at(v * 8 + j, li)];
+    *reinterpret_cast<uint4*>(ob + l * C + c) = pack8(e);
+  }
+}
+
 // ---- host -----------------------------------------------------------------------------------------------
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -608,6 +668,41 @@ void plan_window(TmaPlan& q) {
   q.cgs = q.nseg * q.nph * q.wq;
 }
 
+// x that is not channels-last (x_stride_c != 1: (B, C, L) memory) is first copied into channels-last memory
+// in the workspace by x_to_channels_last_kernel, a slab of batches (at most kCopySlabBytes) at a time, where that
+// pays: the copy moves 2 x-sizes, while what the TMA kernel saves over the register-staged wgmma kernel grows
+// with the work per x element, Cout/groups * K / stride (estimate from session 15's H100 kernel times and a copy
+// at ~3 TB/s: w2v_k3s2 (768) saves ~1.2 ms for a ~0.55 ms copy, tcn (768) ~0.25 for ~0.09, wavenet (512) ~0.17
+// for ~0.09; kb67 (384) ~0.37 for ~0.36 and kb76 (128) ~1.9 for ~2.9 do not). CONVKIT_DENSE_TMA_COPY=0: never
+// copy; =1: copy for every shape the kernel runs (measurements).
+constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
+constexpr int64_t kCopyMinWorkPerElement = 512;
+
+bool channels_last_x(const Conv1dParams& p) { return p.x_stride_c == 1; }
+
+bool copy_pays(const Conv1dParams& p) {
+  static const int mode = env_equals("CONVKIT_DENSE_TMA_COPY", "0") ? 0 : env_equals("CONVKIT_DENSE_TMA_COPY", "1") ? 1 : 2;
+  if (mode != 2) return mode == 1;
+  return (p.out_channels / p.groups) * p.kernel_size >= kCopyMinWorkPerElement * p.stride;
+}
+
+// Batches per copy slab.
+int64_t slab_batches(const Conv1dParams& p) {
+  const int64_t per_batch = p.in_length * p.in_channels * 2;
+  return std::max<int64_t>(1, std::min<int64_t>({p.batch, kCopySlabBytes / per_batch, 65535}));
+}
+
+// p with x replaced by batch batches of channels-last x at xbuf.
+Conv1dParams channels_last_view(const Conv1dParams& p, void* xbuf, int64_t batch) {
+  Conv1dParams v = p;
+  v.batch = batch;
+  v.x = xbuf;
+  v.x_stride_c = 1;
+  v.x_stride_l = p.in_channels;
+  v.x_stride_b = p.in_length * p.in_channels;
+  return v;
+}
+
 bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 #ifndef CONVKIT_SM90A
   (void)p;
@@ -620,6 +715,10 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cin_g < 16 || cin_g % (CONVKIT_TMA_SW32 ? 16 : 8) != 0) return false;
+  if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)
+    if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 64) return false;
+    return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
+  }
   if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0) return false;
   // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits.
@@ -711,8 +810,15 @@ cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& p, const Tm
   return launch_variant<T, 1, 1>(map, p, q, wpack, stream);
 }
 
-int64_t workspace_bytes_of(const Conv1dParams& p, const TmaPlan& q) {
+int64_t packed_weight_bytes(const Conv1dParams& p, const TmaPlan& q) {
   return p.groups * q.m_tiles * q.chunks * static_cast<int64_t>(q.a_bytes);
+}
+
+// The packed weights, then (x not channels-last) the copy slab from a 256-byte boundary.
+int64_t workspace_bytes_of(const Conv1dParams& p, const TmaPlan& q) {
+  const int64_t w = packed_weight_bytes(p, q);
+  if (channels_last_x(p)) return w;
+  return wg::round_up(w, 256) + slab_batches(p) * p.in_length * p.in_channels * 2;
 }
 
 }  // namespace
@@ -733,15 +839,38 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
   if (!make_plan(p, q) || workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 15) != 0)
     return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
-  CUtensorMap map;
-  if (!make_map(p, q, map)) return cudaErrorInvalidValue;
-  const int64_t elems = workspace_bytes_of(p, q) / 2;
+  const int64_t elems = packed_weight_bytes(p, q) / 2;
   pack_weights_kernel<<<grid_for(ceil_div(elems, 256), p.num_sms, 8), 256, 0, stream>>>(
       p, q, static_cast<unsigned short*>(workspace));
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  if (p.dtype == DType::kFloat16) return launch_typed<__half>(map, p, q, workspace, stream);
-  return launch_typed<__nv_bfloat16>(map, p, q, workspace, stream);
+  auto run = [&](const Conv1dParams& v, const TmaPlan& qv) {
+    CUtensorMap map;
+    if (!make_map(v, qv, map)) return cudaErrorInvalidValue;
+    if (v.dtype == DType::kFloat16) return launch_typed<__half>(map, v, qv, workspace, stream);
+    return launch_typed<__nv_bfloat16>(map, v, qv, workspace, stream);
+  };
+  if (channels_last_x(p)) return run(p, q);
+  unsigned short* const xbuf =
+      static_cast<unsigned short*>(workspace) + wg::round_up(packed_weight_bytes(p, q), 256) / 2;
+  const unsigned short* const x = static_cast<const unsigned short*>(p.x);
+  const bool vec = p.x_stride_l == 1 && p.x_stride_c % 8 == 0 && p.x_stride_b % 8 == 0 &&
+                   (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+  const int64_t nb = slab_batches(p);
+  for (int64_t b0 = 0; b0 < p.batch; b0 += nb) {
+    const int64_t n = std::min(nb, p.batch - b0);
+    const dim3 grid(static_cast<unsigned>(ceil_div(p.in_length, 64)), static_cast<unsigned>(ceil_div(p.in_channels, 64)),
+                    static_cast<unsigned>(n));
+    x_to_channels_last_kernel<<<grid, 256, 0, stream>>>(x + b0 * p.x_stride_b, p.x_stride_b, p.x_stride_c,
+                                                        p.x_stride_l, p.in_channels, p.in_length, xbuf, vec);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    Conv1dParams v = channels_last_view(p, xbuf, n);
+    v.y = static_cast<unsigned short*>(p.y) + b0 * p.y_stride_b;
+    TmaPlan qv;
+    if (!make_plan(v, qv)) return cudaErrorInvalidValue;
+    if ((err = run(v, qv)) != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace convkit
