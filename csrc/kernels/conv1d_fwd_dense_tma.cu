@@ -574,9 +574,9 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
       *reinterpret_cast<uint4*>(&tile[at(r, v * 8)]) = val;
     }
   } else {
-#pragma unroll 4
-    for (int i = tid; i < 64 * 64; i += 256) {
-      const int r = i >> 6, li = i & 63;
+#pragma unroll
+    for (int it = 0; it < 16; ++it) {  // all 16 loads in flight before the stores
+      const int i = tid + it * 256, r = i >> 6, li = i & 63;
       const int64_t c = c0 + r, l = l0 + li;
       tile[at(r, li)] = c < C && l < L ? xb[c * sc + l * sl] : static_cast<unsigned short>(0);
     }
