@@ -78,6 +78,7 @@ BAD_CALLS = [
     ("stride_0", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), stride=0), "non-positive stride"),
     ("dilation_0", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), dilation=0), "non-positive dilation"),
     ("negative_padding", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3), padding=-1), "negative padding"),
+    ("zero_length", lambda: convkit.conv1d(rand(2, 4, 0), rand(6, 4, 3), padding=2), "Only zero batch"),
     ("too_short", lambda: convkit.conv1d(rand(2, 4, 2), rand(6, 4, 3)), "Kernel size can't be greater"),
     ("weight_dtype", lambda: convkit.conv1d(rand(2, 4, 10), rand(6, 4, 3, dtype=torch.float32)),
      "should be the same"),

@@ -299,6 +299,13 @@ def test_cuda_errors_are_python_exceptions():
         convkit.conv1d(x.to(torch.int32), w.to(torch.int32))
     with pytest.raises(RuntimeError, match="should be the same"):
         convkit.conv1d(x, w.double())
+    # length 0 (torch refuses it even where padding would give outputs), also on the dense TMA shapes
+    for dt, cin in ((torch.float32, 4), (torch.bfloat16, 512)):
+        x0 = torch.empty(2, cin, 0, device="cuda", dtype=dt)
+        with pytest.raises(RuntimeError, match="Only zero batch or zero channel"):
+            convkit.conv1d(x0, torch.randn(512, cin, 3, device="cuda", dtype=dt), padding=2)
+        with pytest.raises(RuntimeError, match="Only zero batch or zero channel"):
+            torch.nn.functional.conv1d(x0, torch.randn(512, cin, 3, device="cuda", dtype=dt), padding=2)
 
 
 @pytest.mark.large
@@ -703,9 +710,15 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
     # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
     # K = 3 (not wavenet_like_d512, k8_causal)
     assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
-    if name == "w2v_like_s2":  # the profiler costs seconds per use: one case shows the kernels the names stand for
+    if name in ("w2v_like_s2", "s3_d4"):  # the profiler costs seconds per use: two cases show the kernels the names
+        # stand for: the forward alone (the grad-input runs the wgmma forward kernel too), then forward + gradients
+        fwd = "conv1d_fwd_dense_tma_kernel" if "tma" in names["forward"] else "conv1d_fwd_dense_wgmma_kernel"
+        ran = cuda_kernel_names(lambda: convkit.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation,
+                                                       groups=groups))
+        assert any(fwd in n for n in ran), sorted(ran)
+        assert not any("dense_wgmma" in n for n in ran) if "tma" in names["forward"] else True, sorted(ran)
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
-        assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)
+        assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)  # the grad-input
         assert any("conv1d_bwd_weight_dense_wgmma_kernel" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
@@ -806,7 +819,7 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
     assert convkit.explain(x, w, b, padding=1)["forward"] != "conv1d_fwd_dense_tma"
     check_case(x, w, b, 1, 1, 1, 1, dt)
     x = blc(2, 333, 48)
-    _, w, b = make_inputs(2, 48, 96, 3, 333, 2, dt)  # Cin/groups 24
+    _, w, b = make_inputs(2, 48, 192, 3, 333, 2, dt)  # Cin/groups 24 (Cout/groups 96: only the % 16 rule applies)
     assert convkit.explain(x, w, b, padding=1, groups=2)["forward"] != "conv1d_fwd_dense_tma"
     check_case(x, w, b, 1, 1, 1, 2, dt)
     x = blc(2, 333, 128)
@@ -818,7 +831,7 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
 # (B, C, L) x on the TMA forward through the launcher's channels-last copy (x_to_channels_last_kernel): rows that
 # are not 16-byte aligned (odd L: 2-byte loads), aligned rows (16-byte loads, L % 8 == 0 with a ragged last
 # 64-position tile), a channel-sliced view (x_stride_c 2L with L odd), a position-strided view (x_stride_l 2),
-# Cin not a multiple of 64 (a ragged channel tile), groups. (test_dense_tma_copy_in_slabs: several slabs.)
+# Cin not a multiple of 64 (a ragged channel tile), groups, 16-byte rows with a partial last load (L 1001 in rows of 1008). (test_dense_tma_copy_in_slabs: several slabs.)
 TMA_COPY_CASES = [
     ("w2v_like_odd_rows", 2, 512, 512, 3, 1999, 2, 0, 1, 1, None),
     ("aligned_rows", 3, 256, 256, 3, 2056, 1, 8, 8, 1, None),
@@ -826,6 +839,7 @@ TMA_COPY_CASES = [
     ("position_stride", 2, 256, 256, 3, 1001, 1, 1, 1, 1, "positions"),
     ("cin_80_cout_400", 4, 80, 400, 3, 777, 2, 1, 1, 1, None),
     ("grouped", 2, 512, 1024, 3, 555, 1, 1, 1, 2, None),
+    ("aligned_rows_tail", 2, 256, 256, 3, 1001, 1, 1, 1, 1, "tail"),
 ]
 
 
@@ -840,6 +854,8 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
         x = torch.randn(B, 2 * Cin, L, device="cuda").to(dtype)[:, ::2]
     elif view == "positions":
         x = torch.randn(B, Cin, 2 * L, device="cuda").to(dtype)[:, :, ::2]
+    elif view == "tail":  # rows of 1008 elements (16-byte loads) holding 1001 positions: the last 8-wide load is partial
+        x = torch.randn(B, Cin, (L + 7) // 8 * 8, device="cuda").to(dtype)[:, :, :L]
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["forward"] == TMA_COPY, names
@@ -852,13 +868,15 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
 
 
 @pytest.mark.large
-def test_dense_tma_copy_in_slabs(poison_outputs):
-    """x of 1.8 GB (3 batches of 614 MB, over the launcher's 1 GiB copy slab): copied and convolved one batch at a
-    time, each slab's y at its own offset; every element written (poisoned outputs), windows at the start, middle
-    and end of each batch against float64 torch."""
+@pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1)], ids=["odd_rows_one_batch_slabs", "over_2e31"])
+def test_dense_tma_copy_in_slabs(shape, poison_outputs):
+    """x over the launcher's 1 GiB copy slab, copied and convolved a slab at a time, each slab's y at its own
+    offset: 3 batches of 614 MB with odd rows (2-byte loads, one batch per slab); 11 batches of 410 MB with
+    16-byte rows (slabs of 2, 2, 2, 2, 2, 1 batches), x and y of 2.25e9 elements (offsets past 2^31). Every
+    element written (poisoned outputs), windows at the start, middle and end of each batch against float64."""
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
-    B, Cin, Cout, K, L, S, n = 3, 512, 512, 3, 600_001, 2, 300
+    (B, L, S), Cin, Cout, K, n = shape, 512, 512, 3, 300
     dt = torch.bfloat16
     x = torch.randn(B, Cin, L, device="cuda", dtype=dt)
     w = (torch.randn(Cout, Cin, K, device="cuda") / (Cin * K) ** 0.5).to(dt)
@@ -903,20 +921,44 @@ def test_dense_tma_copy_switch(mode):
     run_child_script(TMA_COPY_SCRIPT, "copy mode " + mode, CONVKIT_DENSE_TMA_COPY=mode)
 
 
+# CONVKIT_DENSE_TMA=0: the WGMMA_CASES that the TMA forward takes by default (channels-last x, or (B, C, L) x
+# through the copy) run the register-staged wgmma forward again (its realigning loads on odd rows, the strided
+# loads of a (B, L, C) view, a partial 256-row tile, K 8), forward and gradients with GELU against float64.
 TMA_OFF_SCRIPT = r"""
 import sys, torch, convkit
-x = torch.randn(2, 300, 128, device="cuda").bfloat16().transpose(1, 2)
-w = torch.randn(128, 128, 3, device="cuda").bfloat16()
-name = convkit.explain(x, w, None, padding=1)["forward"]
-assert name != "conv1d_fwd_dense_tma", name
-print("tma off:", name)
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+for dtype in (torch.bfloat16, torch.float16):
+    for name, B, Cin, Cout, K, L, S, P, D, G in %r:
+        pl, pr = ((K - 1) * D, 0) if P == "causal" else (P, P)
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        if "view" in name:
+            x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
+        x.requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype).requires_grad_()
+        b = torch.randn(Cout, device="cuda").to(dtype).requires_grad_()
+        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        assert names["forward"] == "conv1d_fwd_dense_wgmma", (name, names)
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G, "gelu")[:4]
+        what = f"{dtype} {name}"
+        assert_close(y, y_ref, dtype, "forward " + what)
+        assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+        assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
+        assert_close(b.grad, db_ref, dtype, "grad_bias " + what, terms=dy.double().pow(2).sum(dim=(0, 2)).sqrt())
+print("tma off: wgmma forward cases passed")
 """
 
 
 def test_dense_tma_forward_switched_off():
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
-    run_child_script(TMA_OFF_SCRIPT, "tma off:", CONVKIT_DENSE_TMA="0")
+    cases = [c for c in WGMMA_CASES if "view" in c[0] or tma_copy_expected(c[2], c[3], c[4], c[6], c[9], torch.bfloat16)]
+    assert len(cases) >= 4, cases
+    run_child_script(TMA_OFF_SCRIPT % (cases,), "tma off: wgmma forward cases passed", CONVKIT_DENSE_TMA="0")
 
 
 # CONVKIT_DENSE_WGMMA=0 (read once per process): the wgmma shapes run the mma.sync kernel's staged-weight

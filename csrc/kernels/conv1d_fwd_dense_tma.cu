@@ -713,6 +713,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
   if (p.w_dtype != p.dtype) return false;
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (p.in_length < 1 || p.out_length < 1 || p.batch < 1) return false;  // empty x: no tensor map, no slabs
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cin_g < 16 || cin_g % (CONVKIT_TMA_SW32 ? 16 : 8) != 0) return false;
   if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)

@@ -76,6 +76,9 @@ def normalize_args(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
                            f"{list(input.shape)} to have {cin_g * groups} channels, but got {input.shape[1]} "
                            f"channels instead")
+    if input.shape[2] == 0 and input.shape[0] != 0 and input.shape[1] != 0:
+        raise RuntimeError(f"Only zero batch or zero channel inputs are supported, but got input shape: "
+                           f"{list(input.shape)} (length 0)")
     # fp32 weights beside fp16/bf16 input are allowed (fp32 master weights, no cast per call)
     fp32_weights = weight.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)
     if input.dtype != weight.dtype and not fp32_weights:
