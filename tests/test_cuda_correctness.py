@@ -828,10 +828,12 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
     check_case(x, w, b, 1, 1, 1, 2, dt)
 
 
-# (B, C, L) x on the TMA forward through the launcher's channels-last copy (x_to_channels_last_kernel): rows that
-# are not 16-byte aligned (odd L: 2-byte loads), aligned rows (16-byte loads, L % 8 == 0 with a ragged last
-# 64-position tile), a channel-sliced view (x_stride_c 2L with L odd), a position-strided view (x_stride_l 2),
-# Cin not a multiple of 64 (a ragged channel tile), groups, 16-byte rows with a partial last load (L 1001 in rows of 1008). (test_dense_tma_copy_in_slabs: several slabs.)
+# (B, C, L) x on the TMA forward through the launcher's channels-last copy (x_to_channels_last_kernel, launch_copy's
+# three load kinds): rows that are not 16-byte aligned (odd L: 16-byte chunks realigned), aligned rows (16-byte
+# loads, L % 8 == 0 with a ragged last tile), a channel-sliced view (x_stride_c 2L with L odd: realigned), a
+# position-strided view (x_stride_l 2: 2-byte loads), Cin 80 (a ragged channel tile), groups, 16-byte rows with a
+# partial last load (L 1001 in rows of 1008), x one element past a 16-byte boundary (every row realigned).
+# (test_dense_tma_copy_in_slabs: several slabs.)
 TMA_COPY_CASES = [
     ("w2v_like_odd_rows", 2, 512, 512, 3, 1999, 2, 0, 1, 1, None),
     ("aligned_rows", 3, 256, 256, 3, 2056, 1, 8, 8, 1, None),
@@ -840,6 +842,7 @@ TMA_COPY_CASES = [
     ("cin_80_cout_400", 4, 80, 400, 3, 777, 2, 1, 1, 1, None),
     ("grouped", 2, 512, 1024, 3, 555, 1, 1, 1, 2, None),
     ("aligned_rows_tail", 2, 256, 256, 3, 1001, 1, 1, 1, 1, "tail"),
+    ("x_one_element_off", 2, 256, 256, 3, 1024, 1, 1, 1, 1, "offset"),
 ]
 
 
@@ -854,6 +857,8 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
         x = torch.randn(B, 2 * Cin, L, device="cuda").to(dtype)[:, ::2]
     elif view == "positions":
         x = torch.randn(B, Cin, 2 * L, device="cuda").to(dtype)[:, :, ::2]
+    elif view == "offset":  # even rows, but x itself 2 bytes past a 16-byte boundary: every row realigned
+        x = torch.randn(B * Cin * L + 1, device="cuda").to(dtype)[1:].view(B, Cin, L)
     elif view == "tail":  # rows of 1008 elements (16-byte loads) holding 1001 positions: the last 8-wide load is partial
         x = torch.randn(B, Cin, (L + 7) // 8 * 8, device="cuda").to(dtype)[:, :, :L]
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)

@@ -538,55 +538,132 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
 }
 
 // x of any strides, batches blockIdx.z of a slab, to channels-last memory: out[b][l][c] (C % 8 == 0, out 16-byte
-// aligned). One 64-channel x 64-position tile per block through shared memory: rows of x read along positions
-// (16-byte loads where vec: x_stride_l 1, rows and x 16-byte aligned; else 2-byte loads), rows of out written
-// 16 bytes (8 channels) per thread, two neighbouring threads per 32-byte sector. Tile row r (a channel) starts at
-// r * 80 + ((r >> 3) & 1) * 16 elements: a warp's column reads (16 positions of rows r and r + 8) fall in
-// different banks.
-constexpr int kCopyPitch = 80;
+// aligned). One TC-channel x TL-position tile per block of 256 threads through shared memory; every load of a
+// thread is issued before its first shared store. Three ways to read x's rows (Load):
+//   kCopyAligned   x_stride_l 1, rows and x 16-byte aligned: 16-byte loads along positions.
+//   kCopyRealign   x_stride_l 1, rows at any 2-byte address: a warp per row loads the 33 16-byte aligned chunks
+//                  that hold its 256 positions (lane 31 two) and shifts them into place with the next lane's chunk
+//                  (funnel shifts, the row's offset d in 0..7 elements is warp-uniform). A chunk is loaded only if
+//                  it holds one of the row's elements, so it lies inside the allocation (whose end is 16-byte
+//                  aligned); its other elements land outside the tile or past L and are never stored.
+//   kCopyElements  other strides: 2-byte loads.
+// Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position; session 18's
+// micro-benchmark, ci/copy_micro.cu: twice the bandwidth of 2 vectors x 16 positions). Shared row r starts at
+// r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
+// distinct banks.
+enum CopyLoad { kCopyAligned, kCopyRealign, kCopyElements };
 __device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
   auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
   return make_uint4(two(0), two(2), two(4), two(6));
 }
+// Elements d..d+7 of the 16 in (a, b) (a first; little-endian halves).
+template <int D>
+__device__ __forceinline__ uint4 shift_elements(const uint4& a, const uint4& b) {
+  const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  if constexpr (D % 2 == 0) {
+    return make_uint4(w[D / 2], w[D / 2 + 1], w[D / 2 + 2], w[D / 2 + 3]);
+  } else {
+    constexpr int q = D / 2;
+    return make_uint4(__funnelshift_r(w[q], w[q + 1], 16), __funnelshift_r(w[q + 1], w[q + 2], 16),
+                      __funnelshift_r(w[q + 2], w[q + 3], 16), __funnelshift_r(w[q + 3], w[q + 4], 16));
+  }
+}
+__device__ __forceinline__ uint4 shift_elements(const uint4& a, const uint4& b, int d) {
+  switch (d) {
+    case 1: return shift_elements<1>(a, b);
+    case 2: return shift_elements<2>(a, b);
+    case 3: return shift_elements<3>(a, b);
+    case 4: return shift_elements<4>(a, b);
+    case 5: return shift_elements<5>(a, b);
+    case 6: return shift_elements<6>(a, b);
+    case 7: return shift_elements<7>(a, b);
+    default: return a;
+  }
+}
+template <int TC, int TL, int Load>
 __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned short* __restrict__ x, int64_t sb,
                                                                  int64_t sc, int64_t sl, int64_t C, int64_t L,
-                                                                 unsigned short* __restrict__ out, bool vec) {
-  __shared__ __align__(16) unsigned short tile[64 * kCopyPitch];
+                                                                 unsigned short* __restrict__ out) {
+  constexpr int kPitch = TL + 32, kVw = 4, kP = 32 / kVw;
+  static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load != kCopyRealign || (TL == 256 && TC % 8 == 0)), "tile");
+  __shared__ __align__(16) unsigned short tile[TC * kPitch];
   const int tid = threadIdx.x;
-  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * 64, c0 = static_cast<int64_t>(blockIdx.y) * 64;
-  const int64_t b = blockIdx.z;
-  const unsigned short* xb = x + b * sb;
-  auto at = [](int r, int l) { return r * kCopyPitch + ((r >> 3) & 1) * 16 + l; };
-  if (vec) {
+  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * TL, c0 = static_cast<int64_t>(blockIdx.y) * TC;
+  const unsigned short* xb = x + static_cast<int64_t>(blockIdx.z) * sb;
+  auto at = [](int r, int l) { return r * kPitch + ((r >> 3) % kVw) * kP + l; };
+  if constexpr (Load == kCopyAligned) {
+    constexpr int N = TC * TL / 8 / 256;
+    uint4 val[N];
 #pragma unroll
-    for (int it = 0; it < 2; ++it) {
-      const int i = tid + it * 256, r = i >> 3, v = i & 7;
+    for (int it = 0; it < N; ++it) {
+      const int i = tid + it * 256, r = i / (TL / 8), v = i % (TL / 8);
       const int64_t c = c0 + r, l = l0 + v * 8;
-      uint4 val = make_uint4(0, 0, 0, 0);
+      val[it] = make_uint4(0, 0, 0, 0);
       if (c < C && l + 8 <= L) {
-        val = *reinterpret_cast<const uint4*>(xb + c * sc + l);
+        val[it] = *reinterpret_cast<const uint4*>(xb + c * sc + l);
       } else if (c < C) {
         unsigned short e[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) e[j] = l + j < L ? xb[c * sc + l + j] : static_cast<unsigned short>(0);
-        val = pack8(e);
+        val[it] = pack8(e);
       }
-      *reinterpret_cast<uint4*>(&tile[at(r, v * 8)]) = val;
+    }
+#pragma unroll
+    for (int it = 0; it < N; ++it) {
+      const int i = tid + it * 256;
+      *reinterpret_cast<uint4*>(&tile[at(i / (TL / 8), i % (TL / 8) * 8)]) = val[it];
+    }
+  } else if constexpr (Load == kCopyRealign) {
+    constexpr int N = TC / 8;  // rows per warp
+    const int warp = tid / 32, lane = tid % 32;
+    const int64_t n = L - l0 < TL ? L - l0 : TL;  // positions of the tile inside x
+    uint4 val[N], extra[N];
+    int dd[N];
+#pragma unroll
+    for (int it = 0; it < N; ++it) {
+      const int64_t c = c0 + it * 8 + warp;
+      val[it] = extra[it] = make_uint4(0, 0, 0, 0);
+      dd[it] = 0;
+      if (c >= C) continue;
+      const unsigned short* row = xb + c * sc + l0;  // tile position 0
+      const int d = static_cast<int>((reinterpret_cast<uintptr_t>(row) >> 1) & 7);
+      const uint4* base = reinterpret_cast<const uint4*>(row - d);  // chunk j: tile positions 8j - d .. 8j - d + 7
+      dd[it] = d;
+      if (8 * lane - d < n) val[it] = base[lane];
+      if (lane == 31 && d > 0 && 256 - d < n) extra[it] = base[32];
+    }
+#pragma unroll
+    for (int it = 0; it < N; ++it) {
+      uint4 next;
+      next.x = __shfl_down_sync(0xffffffffu, val[it].x, 1);
+      next.y = __shfl_down_sync(0xffffffffu, val[it].y, 1);
+      next.z = __shfl_down_sync(0xffffffffu, val[it].z, 1);
+      next.w = __shfl_down_sync(0xffffffffu, val[it].w, 1);
+      if (lane == 31) next = extra[it];
+      *reinterpret_cast<uint4*>(&tile[at(it * 8 + warp, lane * 8)]) = shift_elements(val[it], next, dd[it]);
     }
   } else {
+    constexpr int N = TC * TL / 256;
+    unsigned short val[N];
 #pragma unroll
-    for (int it = 0; it < 16; ++it) {  // all 16 loads in flight before the stores
-      const int i = tid + it * 256, r = i >> 6, li = i & 63;
-      const int64_t c = c0 + r, l = l0 + li;
-      tile[at(r, li)] = c < C && l < L ? xb[c * sc + l * sl] : static_cast<unsigned short>(0);
+    for (int it = 0; it < N; ++it) {
+      const int i = tid + it * 256;
+      const int64_t c = c0 + i / TL, l = l0 + i % TL;
+      val[it] = c < C && l < L ? xb[c * sc + l * sl] : static_cast<unsigned short>(0);
+    }
+#pragma unroll
+    for (int it = 0; it < N; ++it) {
+      const int i = tid + it * 256;
+      tile[at(i / TL, i % TL)] = val[it];
     }
   }
   __syncthreads();
-  unsigned short* ob = out + b * L * C;
+  unsigned short* ob = out + static_cast<int64_t>(blockIdx.z) * L * C;
 #pragma unroll
-  for (int it = 0; it < 2; ++it) {
-    const int i = tid + it * 256;
-    const int v = (i & 1) | ((i >> 7) << 1), li = (i >> 1) & 63;  // a warp: 16 positions x 2 channel vectors
+  for (int it = 0; it < TC * TL / 8 / 256; ++it) {
+    const int i = tid + it * 256, w = i / 32, lane = i % 32;  // a warp: kP positions x kVw vectors
+    const int band = w / (TL / kP), pg = w % (TL / kP);
+    const int v = band * kVw + lane % kVw, li = pg * kP + lane / kVw;
     const int64_t l = l0 + li, c = c0 + v * 8;
     if (l >= L || c >= C) continue;
     unsigned short e[8];
@@ -594,6 +671,29 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
     for (int j = 0; j < 8; ++j) e[j] = tile[at(v * 8 + j, li)];
     *reinterpret_cast<uint4*>(ob + l * C + c) = pack8(e);
   }
+}
+// The launcher's tiles per load kind (ci/copy_micro.cu, H200: 64 x 256 aligned 2.7 TB/s, 32 x 128 elements
+// 1.6 TB/s against the 64 x 64 tile of 2 x 16 positions per warp at 1.2-1.3 TB/s).
+template <int Load>
+struct CopyTile {
+  static constexpr int kC = Load == kCopyAligned ? 64 : 32, kL = Load == kCopyElements ? 128 : 256;
+};
+template <int Load>
+void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
+                 unsigned short* out, cudaStream_t stream) {
+  constexpr int TC = CopyTile<Load>::kC, TL = CopyTile<Load>::kL;
+  const dim3 grid(static_cast<unsigned>(ceil_div(L, TL)), static_cast<unsigned>(ceil_div(C, TC)),
+                  static_cast<unsigned>(n));
+  x_to_channels_last_kernel<TC, TL, Load><<<grid, 256, 0, stream>>>(x, sb, sc, sl, C, L, out);
+}
+void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
+                 unsigned short* out, cudaStream_t stream) {
+  if (sl == 1 && sc % 8 == 0 && sb % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0)
+    launch_copy<kCopyAligned>(x, n, sb, sc, sl, C, L, out, stream);
+  else if (sl == 1)
+    launch_copy<kCopyRealign>(x, n, sb, sc, sl, C, L, out, stream);
+  else
+    launch_copy<kCopyElements>(x, n, sb, sc, sl, C, L, out, stream);
 }
 
 // ---- host -----------------------------------------------------------------------------------------------
@@ -717,7 +817,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cin_g < 16 || cin_g % (CONVKIT_TMA_SW32 ? 16 : 8) != 0) return false;
   if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)
-    if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 64) return false;
+    if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 32) return false;
     return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
   }
   if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
@@ -855,15 +955,11 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
   unsigned short* const xbuf =
       static_cast<unsigned short*>(workspace) + wg::round_up(packed_weight_bytes(p, q), 256) / 2;
   const unsigned short* const x = static_cast<const unsigned short*>(p.x);
-  const bool vec = p.x_stride_l == 1 && p.x_stride_c % 8 == 0 && p.x_stride_b % 8 == 0 &&
-                   (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
   const int64_t nb = slab_batches(p);
   for (int64_t b0 = 0; b0 < p.batch; b0 += nb) {
     const int64_t n = std::min(nb, p.batch - b0);
-    const dim3 grid(static_cast<unsigned>(ceil_div(p.in_length, 64)), static_cast<unsigned>(ceil_div(p.in_channels, 64)),
-                    static_cast<unsigned>(n));
-    x_to_channels_last_kernel<<<grid, 256, 0, stream>>>(x + b0 * p.x_stride_b, p.x_stride_b, p.x_stride_c,
-                                                        p.x_stride_l, p.in_channels, p.in_length, xbuf, vec);
+    launch_copy(x + b0 * p.x_stride_b, n, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length, xbuf,
+                stream);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     Conv1dParams v = channels_last_view(p, xbuf, n);
     v.y = static_cast<unsigned short*>(p.y) + b0 * p.y_stride_b;
