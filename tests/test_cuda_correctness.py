@@ -829,10 +829,11 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
 
 
 # (B, C, L) x on the TMA forward through the launcher's channels-last copy (x_to_channels_last_kernel, launch_copy's
-# three load kinds): rows that are not 16-byte aligned (odd L: 16-byte chunks realigned), aligned rows (16-byte
-# loads, L % 8 == 0 with a ragged last tile), a channel-sliced view (x_stride_c 2L with L odd: realigned), a
-# position-strided view (x_stride_l 2: 2-byte loads), Cin 80 (a ragged channel tile), groups, 16-byte rows with a
-# partial last load (L 1001 in rows of 1008), x one element past a 16-byte boundary (every row realigned).
+# two load kinds: rows of x_stride_l 1 as 16-byte chunks shifted into place, other strides as 2-byte elements):
+# rows that are not 16-byte aligned (odd L), aligned rows (L % 8 == 0 with a ragged last tile), a channel-sliced
+# view (x_stride_c 2L with L odd), a position-strided view (x_stride_l 2: elements), Cin 80 (a ragged channel
+# tile), groups, 16-byte rows with a partial last chunk (L 1001 in rows of 1008), x one element past a 16-byte
+# boundary (every row shifted).
 # (test_dense_tma_copy_in_slabs: several slabs.)
 TMA_COPY_CASES = [
     ("w2v_like_odd_rows", 2, 512, 512, 3, 1999, 2, 0, 1, 1, None),

@@ -539,19 +539,19 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
 
 // x of any strides, batches blockIdx.z of a slab, to channels-last memory: out[b][l][c] (C % 8 == 0, out 16-byte
 // aligned). One TC-channel x TL-position tile per block of 256 threads through shared memory; every load of a
-// thread is issued before its first shared store. Three ways to read x's rows (Load):
-//   kCopyAligned   x_stride_l 1, rows and x 16-byte aligned: 16-byte loads along positions.
-//   kCopyRealign   x_stride_l 1, rows at any 2-byte address: a warp per row loads the 33 16-byte aligned chunks
+// thread is issued before its first shared store. Two ways to read x's rows (Load):
+//   kCopyRows      x_stride_l 1 (rows at any 2-byte address): a warp per row loads the 33 16-byte aligned chunks
 //                  that hold its 256 positions (lane 31 two) and shifts them into place with the next lane's chunk
-//                  (funnel shifts, the row's offset d in 0..7 elements is warp-uniform). A chunk is loaded only if
-//                  it holds one of the row's elements, so it lies inside the allocation (whose end is 16-byte
-//                  aligned); its other elements land outside the tile or past L and are never stored.
+//                  (funnel shifts; the row's offset d in 0..7 elements is warp-uniform, 0 for aligned rows). A chunk
+//                  is loaded only if it holds one of the row's elements, so it lies inside the allocation (whose
+//                  end is 16-byte aligned); its other elements land outside the tile or past L, never stored.
 //   kCopyElements  other strides: 2-byte loads.
-// Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position; session 18's
-// micro-benchmark, ci/copy_micro.cu: twice the bandwidth of 2 vectors x 16 positions). Shared row r starts at
-// r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
-// distinct banks.
-enum CopyLoad { kCopyAligned, kCopyRealign, kCopyElements };
+// Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position). Shared row r starts
+// at r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
+// distinct banks. Session 18's micro-benchmark (ci/copy_micro.cu, H100): 2.2-2.3 TB/s for kCopyRows on aligned
+// and odd rows alike (74-80 % of cudaMemcpy; a 64 x 256 tile of plain 16-byte loads 2.1-2.2), 1.5-1.65 TB/s for
+// kCopyElements, against 1.0-1.1 TB/s for session 17's 64 x 64 tiles whose warps stored 16 positions x 32 bytes.
+enum CopyLoad { kCopyRows, kCopyElements };
 __device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
   auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
   return make_uint4(two(0), two(2), two(4), two(6));
@@ -585,35 +585,13 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
                                                                  int64_t sc, int64_t sl, int64_t C, int64_t L,
                                                                  unsigned short* __restrict__ out) {
   constexpr int kPitch = TL + 32, kVw = 4, kP = 32 / kVw;
-  static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load != kCopyRealign || (TL == 256 && TC % 8 == 0)), "tile");
+  static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load != kCopyRows || (TL == 256 && TC % 8 == 0)), "tile");
   __shared__ __align__(16) unsigned short tile[TC * kPitch];
   const int tid = threadIdx.x;
   const int64_t l0 = static_cast<int64_t>(blockIdx.x) * TL, c0 = static_cast<int64_t>(blockIdx.y) * TC;
   const unsigned short* xb = x + static_cast<int64_t>(blockIdx.z) * sb;
   auto at = [](int r, int l) { return r * kPitch + ((r >> 3) % kVw) * kP + l; };
-  if constexpr (Load == kCopyAligned) {
-    constexpr int N = TC * TL / 8 / 256;
-    uint4 val[N];
-#pragma unroll
-    for (int it = 0; it < N; ++it) {
-      const int i = tid + it * 256, r = i / (TL / 8), v = i % (TL / 8);
-      const int64_t c = c0 + r, l = l0 + v * 8;
-      val[it] = make_uint4(0, 0, 0, 0);
-      if (c < C && l + 8 <= L) {
-        val[it] = *reinterpret_cast<const uint4*>(xb + c * sc + l);
-      } else if (c < C) {
-        unsigned short e[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) e[j] = l + j < L ? xb[c * sc + l + j] : static_cast<unsigned short>(0);
-        val[it] = pack8(e);
-      }
-    }
-#pragma unroll
-    for (int it = 0; it < N; ++it) {
-      const int i = tid + it * 256;
-      *reinterpret_cast<uint4*>(&tile[at(i / (TL / 8), i % (TL / 8) * 8)]) = val[it];
-    }
-  } else if constexpr (Load == kCopyRealign) {
+  if constexpr (Load == kCopyRows) {
     constexpr int N = TC / 8;  // rows per warp
     const int warp = tid / 32, lane = tid % 32;
     const int64_t n = L - l0 < TL ? L - l0 : TL;  // positions of the tile inside x
@@ -672,11 +650,10 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
     *reinterpret_cast<uint4*>(ob + l * C + c) = pack8(e);
   }
 }
-// The launcher's tiles per load kind (ci/copy_micro.cu, H200: 64 x 256 aligned 2.7 TB/s, 32 x 128 elements
-// 1.6 TB/s against the 64 x 64 tile of 2 x 16 positions per warp at 1.2-1.3 TB/s).
+// The launcher's tiles per load kind (ci/copy_micro.cu).
 template <int Load>
 struct CopyTile {
-  static constexpr int kC = Load == kCopyAligned ? 64 : 32, kL = Load == kCopyElements ? 128 : 256;
+  static constexpr int kC = 32, kL = Load == kCopyRows ? 256 : 128;
 };
 template <int Load>
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
@@ -688,10 +665,8 @@ void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int
 }
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
                  unsigned short* out, cudaStream_t stream) {
-  if (sl == 1 && sc % 8 == 0 && sb % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0)
-    launch_copy<kCopyAligned>(x, n, sb, sc, sl, C, L, out, stream);
-  else if (sl == 1)
-    launch_copy<kCopyRealign>(x, n, sb, sc, sl, C, L, out, stream);
+  if (sl == 1)
+    launch_copy<kCopyRows>(x, n, sb, sc, sl, C, L, out, stream);
   else
     launch_copy<kCopyElements>(x, n, sb, sc, sl, C, L, out, stream);
 }
