@@ -746,10 +746,10 @@ void plan_window(TmaPlan& q) {
 // x that is not channels-last (x_stride_c != 1: (B, C, L) memory) is first copied into channels-last memory
 // in the workspace by x_to_channels_last_kernel, a slab of batches (at most kCopySlabBytes) at a time, where that
 // pays: the copy moves 2 x-sizes, while what the TMA kernel saves over the register-staged wgmma kernel grows
-// with the work per x element, Cout/groups * K / stride (estimate from session 15's H100 kernel times and a copy
-// at ~3 TB/s: w2v_k3s2 (768) saves ~1.2 ms for a ~0.55 ms copy, tcn (768) ~0.25 for ~0.09, wavenet (512) ~0.17
-// for ~0.09; kb67 (384) ~0.37 for ~0.36 and kb76 (128) ~1.9 for ~2.9 do not). CONVKIT_DENSE_TMA_COPY=0: never
-// copy; =1: copy for every shape the kernel runs (measurements).
+// with the work per x element, Cout/groups * K / stride. Session 18, H100, bf16 forward, ms (copy + TMA kernel
+// against the wgmma / mma.sync kernel on (B, C, L) x): w2v_k3s2 (768) 3.85 against 4.14, tcn (768) 0.63 / 0.72,
+// wavenet (512) 0.60 / 0.63 are copied; kb67 (384) 2.03 / 1.89 and kb76 (128) 7.95 / 5.88 are not.
+// CONVKIT_DENSE_TMA_COPY=0: never copy; =1: copy for every shape the kernel runs (measurements).
 constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
 constexpr int64_t kCopyMinWorkPerElement = 512;
 
