@@ -456,6 +456,40 @@ Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>
   return {nullptr, ""};
 }
 
+// The dense grad-input on the TMA forward, or {nullptr, ""}: dy copied once into channels-last memory (at most
+// kGradInputCopyBytes), then every phase with taps on conv1d_fwd_dense_tma, where the forward's own rule would
+// copy dy for each phase alone (dense_tma_forward on the phase with dy as it is, (B, C, L): Cout/groups * K' >=
+// 512, the kernel's conditions on the channels-last copy). One copy serves all S phases.
+constexpr int64_t kGradInputCopyBytes = int64_t{1} << 30;
+const char* const kTmaGradInputName = "x_to_channels_last + conv1d_bwd_input_dense_tma";
+Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return {nullptr, ""};
+  if (p.batch * p.out_channels * p.out_length * 2 > kGradInputCopyBytes || p.out_channels % 16 != 0) return {nullptr, ""};
+  bool any = false;
+  for (const GradInputPhase& ph : phases) {
+    if (ph.taps.empty()) continue;
+    Conv1dParams q = grad_input_phase_params(p, ph);
+    if (q.in_length < 1) return {nullptr, ""};
+    q.x = kFreshPointer;  // dy, (B, C, L) contiguous
+    q.x_stride_b = p.out_channels * p.out_length;
+    q.x_stride_c = p.out_length;
+    q.x_stride_l = 1;
+    if (!dense_tma_forward(q)) return {nullptr, ""};
+    any = true;
+  }
+  if (!any) return {nullptr, ""};
+  return {&launch_conv1d_fwd_dense_tma, kTmaGradInputName, false, &conv1d_fwd_dense_tma_workspace_bytes};
+}
+
+// dy (any strides) as a (B, C, L) view of a fresh (B, L, C) tensor, copied by convkit's kernel.
+at::Tensor channels_last_copy(const at::Tensor& dy) {
+  at::Tensor out = at::empty({dy.size(0), dy.size(2), dy.size(1)}, dy.options());
+  check_launch(launch_x_to_channels_last(dy.data_ptr(), dy.size(0), dy.stride(0), dy.stride(1), dy.stride(2),
+                                         dy.size(1), dy.size(2), out.data_ptr(), current_stream()),
+               "x_to_channels_last");
+  return out.transpose(1, 2);
+}
+
 // w (Cout, Cin/G, K) -> wt (Cin, Cout/G, n) with wt[g*Cin_g + ci, co, t] = w[g*Cout_g + co, ci, taps[t]].
 // taps descend in equal steps (grad_input_phases), so this is a strided slice and a flip: device work
 // only, no host-to-device copy (which would synchronise). `tap_major`: wt is a view of a fresh
@@ -760,7 +794,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                            : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
   const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
-  const Choice gi = need_input ? dense_grad_input(p, phases) : Choice{nullptr, ""};
+  Choice gi = need_input ? dense_grad_input_tma(p, phases) : Choice{nullptr, ""};
+  const bool gi_tma = gi.launch != nullptr;
+  if (need_input && !gi_tma) gi = dense_grad_input(p, phases);
+  const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
   if (gi.launch != nullptr) {
     // At stride S > 1 each phase would write dx[..., rho::S]: every S-th element, with 2-byte stores,
     // and S kernels each touching every sector of dx. The phases write whole rows of a
@@ -770,7 +807,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
     // phases4: the phase outputs as a (B, S, Cin, lq) view, to be interleaved into dx
     at::Tensor phases4;
-    const UnifiedGradInput u = buffered && gi_unified() ? unified_grad_input(p, phases, gi, lq) : UnifiedGradInput{};
+    const UnifiedGradInput u =
+        buffered && gi_unified() && !gi_tma ? unified_grad_input(p, phases, gi, lq) : UnifiedGradInput{};
     if (u.launch != nullptr) {
       Conv1dParams q = unified_grad_input_params(p, u, lq);
       set_x_shifted(q, dy, u.shift);
@@ -789,11 +827,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
           continue;
         }
         Conv1dParams q = grad_input_phase_params(p, ph);
-        set_x_shifted(q, dy, ph.shift);
+        set_x_shifted(q, dy_gi, ph.shift);
         const bool tap_major = wants_tap_major_weight(gi, q);
         const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
         set_w(q, wt);
         set_y(q, dx_phase);
+        at::Tensor ws;  // the TMA forward's packed weights (the allocator orders its reuse on the stream)
+        if (gi.workspace_bytes != nullptr) {
+          ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
+          q.workspace = ws.data_ptr();
+        }
         check_launch(gi.launch(q, current_stream()), gi.name);
       }
       if (buffered) phases4 = buf.permute({1, 0, 2, 3});
@@ -862,7 +905,9 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  const Choice gi = dense_grad_input(p, grad_input_phases(p));
+  const std::vector<GradInputPhase> phases = grad_input_phases(p);
+  Choice gi = dense_grad_input_tma(p, phases);
+  if (gi.launch == nullptr) gi = dense_grad_input(p, phases);
   const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};

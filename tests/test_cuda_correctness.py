@@ -647,7 +647,10 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
         assert names["forward"] == TMA_COPY, names
     else:
         assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
-    assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
+    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+        assert names["grad_input"] == TMA_GRAD_INPUT, names
+    else:
+        assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
     assert names["grad_weight"] in ("conv1d_bwd_weight_dense_mma", "conv1d_bwd_weight_dense_wgmma")
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
@@ -667,6 +670,32 @@ def tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
     launcher's rule: Cout/groups * K >= 512 * stride, besides the kernel's own conditions)."""
     return (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and (Cin // groups) % 16 == 0
             and Cout // groups > 64 and K <= 16 and stride <= 8 and (Cout // groups) * K >= 512 * stride)
+
+
+TMA_GRAD_INPUT = "x_to_channels_last + conv1d_bwd_input_dense_tma"
+
+
+def tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+    """Whether the grad-input takes the TMA forward on a channels-last copy of dy (dispatch.cpp,
+    dense_grad_input_tma): every stride phase with taps would be copied by the forward's rule as a problem of its
+    own (Cin' = Cout, Cout' = Cin, K' = the phase's taps, stride 1), and dy is at most 1 GiB."""
+    if padding == "causal":
+        pl, pr = (K - 1) * dilation, 0
+    else:
+        pl = pr = padding
+    lout = (L + pl + pr - dilation * (K - 1) - 1) // stride + 1
+    if B * Cout * lout * 2 > 1 << 30:
+        return False
+    any_taps = False
+    for rho in range(min(stride, L)):
+        taps = [k for k in range(K) if (rho + pl - k * dilation) % stride == 0]
+        if not taps:
+            continue
+        first = (rho + pl - taps[-1] * dilation) // stride
+        if lout - max(first, 0) < 1 or not tma_copy_expected(Cout, Cin, len(taps), 1, groups, dtype):
+            return False
+        any_taps = True
+    return any_taps
 
 
 # The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
@@ -707,6 +736,10 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert names["forward"] == TMA_COPY, names
     else:
         assert names["forward"] == "conv1d_fwd_dense_wgmma", names
+    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+        assert names["grad_input"] == TMA_GRAD_INPUT, names
+    else:
+        assert names["grad_input"] in ("conv1d_bwd_input_dense_wgmma", "conv1d_bwd_input_dense_mma"), names
     # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
     # K = 3 (not wavenet_like_d512, k8_causal)
     assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
@@ -718,7 +751,8 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert any(fwd in n for n in ran), sorted(ran)
         assert not any("dense_wgmma" in n for n in ran) if "tma" in names["forward"] else True, sorted(ran)
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
-        assert any("conv1d_fwd_dense_wgmma_kernel" in n for n in ran), sorted(ran)  # the grad-input
+        gi = "conv1d_fwd_dense_tma_kernel" if "tma" in names["grad_input"] else "conv1d_fwd_dense_wgmma_kernel"
+        assert any(gi in n for n in ran), sorted(ran)  # the grad-input
         assert any("conv1d_bwd_weight_dense_wgmma_kernel" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
@@ -865,12 +899,47 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["forward"] == TMA_COPY, names
+    gi_tma = tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
+    assert gi_tma == (name in ("w2v_like_odd_rows", "aligned_rows", "channel_slice", "position_stride", "grouped",
+                               "aligned_rows_tail", "x_one_element_off"))  # the rule, spelled out once
+    assert (names["grad_input"] == TMA_GRAD_INPUT) == gi_tma, names
     if name == "w2v_like_odd_rows":
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype))
         assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
         assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
+        # the backward alone: dy copied, both phases (2 taps and 1) on the TMA kernel, no wgmma forward
+        xr, wr = x.detach().clone().requires_grad_(), w.detach().clone()
+        y = convkit.conv1d(xr, wr, b, stride=stride)
+        dy = torch.randn_like(y)
+        ran = cuda_kernel_names(lambda: y.backward(dy))
+        assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
+        assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
+        assert not any("dense_wgmma" in n or "dense_mma" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu")
+
+
+@pytest.mark.parametrize("dy_layout", ["blc_view", "position_stride"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
+    """The TMA grad-input copies dy whatever its strides (2-byte loads for a (B, L, C) view or every other position
+    of a longer tensor): dx against float64 torch, stride 2 (two phases) and stride 1."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    for B, Cin, Cout, K, L, S, P in ((2, 512, 512, 3, 1001, 2, 1), (2, 256, 256, 3, 777, 1, 1)):
+        x, w, b = make_inputs(B, Cin, Cout, K, L, 1, dtype)
+        assert tma_grad_input_expected(B, Cin, Cout, K, L, S, P, 1, 1, dtype)
+        assert convkit.explain(x, w, b, stride=S, padding=P)["grad_input"] == TMA_GRAD_INPUT
+        xr = x.detach().clone().requires_grad_()
+        y = convkit.conv1d(xr, w, b, stride=S, padding=P)
+        lout = y.shape[2]
+        if dy_layout == "blc_view":
+            dy = torch.randn(B, lout, Cout, device="cuda").to(dtype).transpose(1, 2)
+        else:
+            dy = torch.randn(B, Cout, 2 * lout, device="cuda").to(dtype)[:, :, ::2]
+        (dx,) = torch.autograd.grad(y, xr, dy)
+        dx_ref = reference(x, w, b, dy, S, P, P, 1, 1)[1]
+        assert_close(dx, dx_ref, dtype, f"grad_input S {S}, dy {dy_layout} {tuple(dy.stride())}")
 
 
 @pytest.mark.large

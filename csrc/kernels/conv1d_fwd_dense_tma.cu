@@ -909,6 +909,15 @@ int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p) {
   return make_plan(p, q) ? workspace_bytes_of(p, q) : 0;
 }
 
+cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int64_t sc, int64_t sl, int64_t C,
+                                      int64_t L, void* out, cudaStream_t stream) {
+  if (C % 8 != 0 || (reinterpret_cast<uintptr_t>(out) & 15) != 0 || B > 65535 || C > 65535 * 32)
+    return cudaErrorInvalidValue;
+  if (B < 1 || C < 1 || L < 1) return cudaSuccess;
+  launch_copy(static_cast<const unsigned short*>(x), B, sb, sc, sl, C, L, static_cast<unsigned short*>(out), stream);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stream) {
   void* const workspace = p.workspace;
   TmaPlan q;

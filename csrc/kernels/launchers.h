@@ -65,6 +65,11 @@ cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t st
 bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p);
 int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stream);
+// The copy the launcher above makes of (B, C, L) x, alone: x (2-byte elements, any strides) to out[b][l][c]
+// (B, L, C contiguous; C % 8 == 0, out 16-byte aligned). The dense grad-input copies dy with it once for all its
+// stride phases.
+cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int64_t sc, int64_t sl, int64_t C,
+                                      int64_t L, void* out, cudaStream_t stream);
 
 // Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.
