@@ -481,8 +481,12 @@ Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPh
   return {&launch_conv1d_fwd_dense_tma, kTmaGradInputName, false, &conv1d_fwd_dense_tma_workspace_bytes};
 }
 
-// dy (any strides) as a (B, C, L) view of a fresh (B, L, C) tensor, copied by convkit's kernel.
+// dy (any strides) as a (B, C, L) view of a fresh (B, L, C) tensor, copied by convkit's kernel; dy itself when it
+// already is one (16-byte aligned).
 at::Tensor channels_last_copy(const at::Tensor& dy) {
+  if (dy.stride(1) == 1 && dy.stride(2) == dy.size(1) && dy.stride(0) == dy.size(1) * dy.size(2) &&
+      (reinterpret_cast<uintptr_t>(dy.data_ptr()) & 15) == 0)
+    return dy;
   at::Tensor out = at::empty({dy.size(0), dy.size(2), dy.size(1)}, dy.options());
   check_launch(launch_x_to_channels_last(dy.data_ptr(), dy.size(0), dy.stride(0), dy.stride(1), dy.stride(2),
                                          dy.size(1), dy.size(2), out.data_ptr(), current_stream()),

@@ -678,11 +678,9 @@ TMA_GRAD_INPUT = "x_to_channels_last + conv1d_bwd_input_dense_tma"
 def tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
     """Whether the grad-input takes the TMA forward on a channels-last copy of dy (dispatch.cpp,
     dense_grad_input_tma): every stride phase with taps would be copied by the forward's rule as a problem of its
-    own (Cin' = Cout, Cout' = Cin, K' = the phase's taps, stride 1), and dy is at most 1 GiB."""
-    if padding == "causal":
-        pl, pr = (K - 1) * dilation, 0
-    else:
-        pl = pr = padding
+    own (Cin' = Cout, Cout' = Cin, K' = the phase's taps, stride 1), and dy is at most 1 GiB. (Not modelled, as in
+    tma_copy_expected: the kernel's shared-memory plan for K' >= 15, fp32 master weights, phase dilation > 65536.)"""
+    pl, pr = resolve_padding(padding, K, stride, dilation)
     lout = (L + pl + pr - dilation * (K - 1) - 1) // stride + 1
     if B * Cout * lout * 2 > 1 << 30:
         return False
@@ -919,11 +917,14 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu")
 
 
-@pytest.mark.parametrize("dy_layout", ["blc_view", "position_stride"])
+@pytest.mark.parametrize("dy_layout", ["blc_view", "position_stride", "expanded_row", "expanded_scalar"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
-    """The TMA grad-input copies dy whatever its strides (2-byte loads for a (B, L, C) view or every other position
-    of a longer tensor): dx against float64 torch, stride 2 (two phases) and stride 1."""
+    """The TMA grad-input reads dy whatever its strides: a (B, L, C) view (used as it is, no copy), every other
+    position of a longer tensor (2-byte loads), one row expanded over B and C (strides 0, 0, 1: the row loads from
+    one row), one value expanded everywhere (strides 0, 0, 0, as y.sum().backward() gives): dx against float64
+    torch, stride 2 (two phases) and stride 1. (Strides as the backward receives them, if autograd hands dy over
+    as it is.)"""
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
     for B, Cin, Cout, K, L, S, P in ((2, 512, 512, 3, 1001, 2, 1), (2, 256, 256, 3, 777, 1, 1)):
@@ -935,8 +936,12 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
         lout = y.shape[2]
         if dy_layout == "blc_view":
             dy = torch.randn(B, lout, Cout, device="cuda").to(dtype).transpose(1, 2)
-        else:
+        elif dy_layout == "position_stride":
             dy = torch.randn(B, Cout, 2 * lout, device="cuda").to(dtype)[:, :, ::2]
+        elif dy_layout == "expanded_row":
+            dy = torch.randn(lout, device="cuda").to(dtype).expand(B, Cout, lout)
+        else:
+            dy = torch.randn((), device="cuda").to(dtype).expand(B, Cout, lout)
         (dx,) = torch.autograd.grad(y, xr, dy)
         dx_ref = reference(x, w, b, dy, S, P, P, 1, 1)[1]
         assert_close(dx, dx_ref, dtype, f"grad_input S {S}, dy {dy_layout} {tuple(dy.stride())}")
