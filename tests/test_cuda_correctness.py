@@ -948,6 +948,28 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
 
 
 @pytest.mark.large
+def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
+    """70000 batches (grid.z holds 65535): the grad-input's dy copy runs in two launches; dx of batches on both
+    sides of the split against float64 torch."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    B, C, L, dt = 70_000, 256, 16, torch.bfloat16
+    x = torch.randn(B, C, L, device="cuda", dtype=dt)
+    w = (torch.randn(C, C, 3, device="cuda") / (C * 3) ** 0.5).to(dt)
+    assert convkit.explain(x, w, None, padding=1)["grad_input"] == TMA_GRAD_INPUT
+    xr = x.clone().requires_grad_()
+    y = convkit.conv1d(xr, w, None, padding=1)
+    dy = torch.randn_like(y)
+    (dx,) = torch.autograd.grad(y, xr, dy)
+    assert torch.isfinite(dx).all()
+    for b0 in (0, 65_534, B - 2):
+        ref = reference(x[b0:b0 + 2], w, None, dy[b0:b0 + 2], 1, 1, 1, 1, 1)[1]
+        assert_close(dx[b0:b0 + 2], ref, dt, f"grad_input, batches {b0}..{b0 + 1}")
+    del x, xr, y, dy, dx
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.large
 @pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1)], ids=["odd_rows_one_batch_slabs", "over_2e31"])
 def test_dense_tma_copy_in_slabs(shape, poison_outputs):
     """x over the launcher's 1 GiB copy slab, copied and convolved a slab at a time, each slab's y at its own
