@@ -539,7 +539,7 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
 
 // x of any strides, batches blockIdx.z of a slab, to channels-last memory: out[b][l][c] (C % 8 == 0, out 16-byte
 // aligned). One TC-channel x TL-position tile per block of 256 threads through shared memory; every load of a
-// thread is issued before its first shared store. Two ways to read x's rows (Load):
+// thread is issued before its first shared store. Ways to read x's rows (Load):
 //   kCopyRows      x_stride_l 1 (rows at any 2-byte address): a warp per row loads the 33 16-byte aligned chunks
 //                  that hold its 256 positions (lane 31 two) and shifts them into place with the next lane's chunk
 //                  (funnel shifts; the row's offset d in 0..7 elements is warp-uniform, 0 for aligned rows). A chunk
@@ -548,18 +548,27 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
 //                  storage or past its end, never outside the 16-byte block of a byte of the storage: it cannot
 //                  fault (allocations are 16-byte granular at least; torch's caching allocator rounds blocks to
 //                  512 bytes), but compute-sanitizer memcheck with PYTORCH_NO_CUDA_MEMORY_CACHING=1 reports it
-//                  for storage whose size or start is not 16-byte aligned. (To do: load a row's first and last
-//                  chunk element by element when they cross the row's ends, then rerun the GPU tests.)
+//                  for storage whose size or start is not 16-byte aligned.
+//   kCopyRowsExact kCopyRows whose chunks that cross the row's ends are loaded element by element, so nothing
+//                  outside the row is read. Not used yet: ci/copy_micro.cu checks and times it against kCopyRows
+//                  before it replaces it (written in session 18 after the last GPU call).
 //   kCopyElements  other strides: 2-byte loads.
 // Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position). Shared row r starts
 // at r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
 // distinct banks. Session 18's micro-benchmark (ci/copy_micro.cu, H100): 2.2-2.3 TB/s for kCopyRows on aligned
 // and odd rows alike (74-80 % of cudaMemcpy; a 64 x 256 tile of plain 16-byte loads 2.1-2.2), 1.5-1.65 TB/s for
 // kCopyElements, against 1.0-1.1 TB/s for session 17's 64 x 64 tiles whose warps stored 16 positions x 32 bytes.
-enum CopyLoad { kCopyRows, kCopyElements };
+enum CopyLoad { kCopyRows, kCopyElements, kCopyRowsExact };
 __device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
   auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
   return make_uint4(two(0), two(2), two(4), two(6));
+}
+// Elements lo .. lo + 7 of row (positions relative to row), zero outside [first, end).
+__device__ __forceinline__ uint4 row_part(const unsigned short* row, int64_t lo, int64_t first, int64_t end) {
+  unsigned short e[8];
+#pragma unroll
+  for (int t = 0; t < 8; ++t) e[t] = lo + t >= first && lo + t < end ? row[lo + t] : static_cast<unsigned short>(0);
+  return pack8(e);
 }
 // Elements d..d+7 of the 16 in (a, b) (a first; little-endian halves).
 template <int D>
@@ -590,13 +599,13 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
                                                                  int64_t sc, int64_t sl, int64_t C, int64_t L,
                                                                  unsigned short* __restrict__ out) {
   constexpr int kPitch = TL + 32, kVw = 4, kP = 32 / kVw;
-  static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load != kCopyRows || (TL == 256 && TC % 8 == 0)), "tile");
+  static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load == kCopyElements || (TL == 256 && TC % 8 == 0)), "tile");
   __shared__ __align__(16) unsigned short tile[TC * kPitch];
   const int tid = threadIdx.x;
   const int64_t l0 = static_cast<int64_t>(blockIdx.x) * TL, c0 = static_cast<int64_t>(blockIdx.y) * TC;
   const unsigned short* xb = x + static_cast<int64_t>(blockIdx.z) * sb;
   auto at = [](int r, int l) { return r * kPitch + ((r >> 3) % kVw) * kP + l; };
-  if constexpr (Load == kCopyRows) {
+  if constexpr (Load == kCopyRows || Load == kCopyRowsExact) {
     constexpr int N = TC / 8;  // rows per warp
     const int warp = tid / 32, lane = tid % 32;
     const int64_t n = L - l0 < TL ? L - l0 : TL;  // positions of the tile inside x
@@ -612,8 +621,15 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
       const int d = static_cast<int>((reinterpret_cast<uintptr_t>(row) >> 1) & 7);
       const uint4* base = reinterpret_cast<const uint4*>(row - d);  // chunk j: tile positions 8j - d .. 8j - d + 7
       dd[it] = d;
-      if (8 * lane - d < n) val[it] = base[lane];
-      if (lane == 31 && d > 0 && 256 - d < n) extra[it] = base[32];
+      if constexpr (Load == kCopyRowsExact) {
+        const int64_t lo = 8 * lane - d, end = L - l0;  // the row's positions are -l0 .. end - 1
+        if (lo < n) val[it] = lo >= -l0 && lo + 8 <= end ? base[lane] : row_part(row, lo, -l0, end);
+        if (lane == 31 && d > 0 && 256 - d < n)
+          extra[it] = 256 - d + 8 <= end ? base[32] : row_part(row, 256 - d, -l0, end);
+      } else {
+        if (8 * lane - d < n) val[it] = base[lane];
+        if (lane == 31 && d > 0 && 256 - d < n) extra[it] = base[32];
+      }
     }
 #pragma unroll
     for (int it = 0; it < N; ++it) {
@@ -658,7 +674,7 @@ __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned 
 // The launcher's tiles per load kind (ci/copy_micro.cu).
 template <int Load>
 struct CopyTile {
-  static constexpr int kC = 32, kL = Load == kCopyRows ? 256 : 128;
+  static constexpr int kC = 32, kL = Load == kCopyElements ? 128 : 256;
 };
 template <int Load>
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
