@@ -551,7 +551,8 @@ __global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsig
 //                  for storage whose size or start is not 16-byte aligned.
 //   kCopyRowsExact kCopyRows whose chunks that cross the row's ends are loaded element by element, so nothing
 //                  outside the row is read. Not used yet: ci/copy_micro.cu checks and times it against kCopyRows
-//                  before it replaces it (written in session 18 after the last GPU call).
+//                  before it replaces it (written in session 18 after the last GPU call). ci/emulate_copy_rows.py
+//                  models both row kinds' index math and where they read.
 //   kCopyElements  other strides: 2-byte loads.
 // Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position). Shared row r starts
 // at r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
