@@ -596,6 +596,16 @@ struct WeightGradChoice {
   int64_t (*plan)(Conv1dParams&);
   std::string name;
 };
+// CONVKIT_F32_WGRAD_DENSE_LIKE=1 (an experiment, read once; not yet measured): fp32 calls with one input channel
+// per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1, Cout 512) take the fp32 tile
+// grad-weight (TF32 / IEEE) instead of the generic kernel, which conv1d_bwd_weight_dense_f32_supports leaves them
+// to (it declines groups == Cin). On the H200 (session 14) w2v_first's fp32 fwd+bwd took 16.5 ms against torch's
+// 5.7, nearly all of it in the generic grad-weight; the 16-bit calls' mma.sync grad-weight takes ~6.
+bool f32_wgrad_dense_like() {
+  static const bool on = env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "1");
+  return on;
+}
+
 WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
   if ((is_depthwise(p) && !dense_like_depthwise(p)) || forced() == Force::kAllGeneric)
     return {nullptr, nullptr, ""};
@@ -603,7 +613,9 @@ WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
     return {&launch_conv1d_bwd_weight_dense_wgmma, &plan_conv1d_bwd_weight_dense_wgmma, "conv1d_bwd_weight_dense_wgmma"};
   if (conv1d_bwd_weight_dense_mma_supports(p))
     return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
-  if (conv1d_bwd_weight_dense_f32_supports(p)) {
+  Conv1dParams planned = p;  // (plan_... sets the split counts of its argument)
+  if (conv1d_bwd_weight_dense_f32_supports(p) ||
+      (f32_wgrad_dense_like() && dense_like_depthwise(p) && plan_conv1d_bwd_weight_dense_f32(planned) > 0)) {
     if (allow_tf32())
       return {&launch_conv1d_bwd_weight_dense_tf32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_tf32"};
     return {&launch_conv1d_bwd_weight_dense_f32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_f32"};

@@ -1280,6 +1280,42 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
                tol=TF32_REL_TOL if tf32 else None)
 
 
+# CONVKIT_F32_WGRAD_DENSE_LIKE=1 (an experiment): fp32 calls with one input channel per group and a channel
+# multiplier of 8 or more take the fp32 tile grad-weight instead of the generic one: w2v_first-like (Cin 1, stride
+# 5, K 10) and a grouped one (Cin 4 in 4 groups, multiplier 16), TF32 and IEEE, all three gradients.
+F32_WGRAD_DENSE_LIKE_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close, TF32_REL_TOL
+torch.manual_seed(0)
+for tf32 in (False, True):
+    torch.backends.cudnn.allow_tf32 = tf32
+    for B, Cin, Cout, K, L, S, P, G in ((2, 1, 64, 10, 2001, 5, 0, 1), (2, 4, 64, 3, 999, 1, 1, 4)):
+        x = torch.randn(B, Cin, L, device="cuda").requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).requires_grad_()
+        b = torch.randn(Cout, device="cuda").requires_grad_()
+        names = convkit.explain(x, w, b, stride=S, padding=P, groups=G)
+        kind = "tf32" if tf32 else "f32"
+        assert names["grad_weight"] == f"conv1d_bwd_weight_dense_{kind}", names
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, groups=G)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, S, P, P, 1, G)
+        tol = TF32_REL_TOL if tf32 else None
+        what = f"{kind} {(B, Cin, Cout, K, L, S, P, G)}"
+        assert_close(y, y_ref, torch.float32, "forward " + what, tol)
+        assert_close(x.grad, dx_ref, torch.float32, "grad_input " + what, tol)
+        assert_close(w.grad, dw_ref, torch.float32, "grad_weight " + what, tol)
+        assert_close(b.grad, db_ref, torch.float32, "grad_bias " + what, tol, terms=dy.double().pow(2).sum(dim=(0, 2)).sqrt())
+print("f32 grad-weight dense-like cases passed")
+"""
+
+
+def test_f32_grad_weight_dense_like_switch():
+    run_child_script(F32_WGRAD_DENSE_LIKE_SCRIPT, "f32 grad-weight dense-like cases passed",
+                     CONVKIT_F32_WGRAD_DENSE_LIKE="1", CONVKIT_POISON_OUTPUTS="1")
+
+
 def _round_to_tf32(t):
     """fp32 -> the nearest TF32 value (10 mantissa bits, ties away from zero), as cvt.rna.tf32.f32."""
     bits = t.contiguous().view(torch.int32)
