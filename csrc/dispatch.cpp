@@ -600,7 +600,7 @@ struct WeightGradChoice {
 // per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1, Cout 512) take the fp32 tile
 // grad-weight (TF32 / IEEE) instead of the generic kernel, which conv1d_bwd_weight_dense_f32_supports leaves them
 // to (it declines groups == Cin). On the H200 (session 14) w2v_first's fp32 fwd+bwd took 16.5 ms against torch's
-// 5.7, nearly all of it in the generic grad-weight; the 16-bit calls' mma.sync grad-weight takes ~6.
+// 5.7 (the backward ~15 ms, likely mostly the generic grad-weight: not timed alone); 16-bit fwd+bwd takes ~7.
 bool f32_wgrad_dense_like() {
   static const bool on = env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "1");
   return on;
