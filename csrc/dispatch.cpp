@@ -481,6 +481,13 @@ Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPh
   return {&launch_conv1d_fwd_dense_tma, kTmaGradInputName, false, &conv1d_fwd_dense_tma_workspace_bytes};
 }
 
+// The dense grad-input's kernel: the TMA forward on a channels-last copy of dy where it applies, else the kernel
+// every phase can run on (dense_grad_input), or {nullptr, ""} (generic).
+Choice choose_dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
+  const Choice tma = dense_grad_input_tma(p, phases);
+  return tma.launch != nullptr ? tma : dense_grad_input(p, phases);
+}
+
 // dy (any strides) as a (B, C, L) view of a fresh (B, L, C) tensor, copied by convkit's kernel; dy itself when it
 // already is one (16-byte aligned).
 at::Tensor channels_last_copy(const at::Tensor& dy) {
@@ -598,9 +605,9 @@ struct WeightGradChoice {
 };
 // CONVKIT_F32_WGRAD_DENSE_LIKE=1 (an experiment, read once; not yet measured): fp32 calls with one input channel
 // per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1, Cout 512) take the fp32 tile
-// grad-weight (TF32 / IEEE) instead of the generic kernel, which conv1d_bwd_weight_dense_f32_supports leaves them
-// to (it declines groups == Cin). On the H200 (session 14) w2v_first's fp32 fwd+bwd took 16.5 ms against torch's
-// 5.7 (the backward ~15 ms, likely mostly the generic grad-weight: not timed alone); 16-bit fwd+bwd takes ~7.
+// grad-weight (TF32 / IEEE) instead of the generic kernel, which dense_grad_weight otherwise leaves every
+// depthwise (groups == Cin) fp32 call to. On the H200 (session 14) w2v_first's fp32 fwd+bwd took 16.5 ms against
+// torch's 5.7 (the backward ~15 ms, likely mostly the generic grad-weight: not timed alone); 16-bit fwd+bwd ~7.
 bool f32_wgrad_dense_like() {
   static const bool on = env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "1");
   return on;
@@ -613,9 +620,8 @@ WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
     return {&launch_conv1d_bwd_weight_dense_wgmma, &plan_conv1d_bwd_weight_dense_wgmma, "conv1d_bwd_weight_dense_wgmma"};
   if (conv1d_bwd_weight_dense_mma_supports(p))
     return {&launch_conv1d_bwd_weight_dense_mma, &plan_conv1d_bwd_weight_dense_mma, "conv1d_bwd_weight_dense_mma"};
-  Conv1dParams planned = p;  // (plan_... sets the split counts of its argument)
-  if (conv1d_bwd_weight_dense_f32_supports(p) ||
-      (f32_wgrad_dense_like() && dense_like_depthwise(p) && plan_conv1d_bwd_weight_dense_f32(planned) > 0)) {
+  // (only dense-like depthwise calls get this far: the first test above)
+  if (conv1d_bwd_weight_dense_f32_supports(p) && (!is_depthwise(p) || f32_wgrad_dense_like())) {
     if (allow_tf32())
       return {&launch_conv1d_bwd_weight_dense_tf32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_tf32"};
     return {&launch_conv1d_bwd_weight_dense_f32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_f32"};
@@ -810,9 +816,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                            : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
   const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
-  Choice gi = need_input ? dense_grad_input_tma(p, phases) : Choice{nullptr, ""};
-  const bool gi_tma = gi.launch != nullptr;
-  if (need_input && !gi_tma) gi = dense_grad_input(p, phases);
+  const Choice gi = need_input ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
+  const bool gi_tma = gi.launch == &launch_conv1d_fwd_dense_tma;
   const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
   if (gi.launch != nullptr) {
     // At stride S > 1 each phase would write dx[..., rho::S]: every S-th element, with 2-byte stores,
@@ -921,9 +926,7 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  const std::vector<GradInputPhase> phases = grad_input_phases(p);
-  Choice gi = dense_grad_input_tma(p, phases);
-  if (gi.launch == nullptr) gi = dense_grad_input(p, phases);
+  const Choice gi = choose_dense_grad_input(p, grad_input_phases(p));
   const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};

@@ -430,7 +430,7 @@ cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t str
 
 bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p) {
   WgradF32Plan q;
-  return make_wgrad_plan(p, q) && p.groups != p.in_channels;
+  return make_wgrad_plan(p, q);
 }
 
 int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p) {

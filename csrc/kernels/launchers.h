@@ -76,7 +76,8 @@ cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int6
 bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream);
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
-// ... and its grad-weight (+ grad-bias), same file, the interface of the mma grad-weight below.
+// ... and its grad-weight (+ grad-bias), same file, the interface of the mma grad-weight below (any groups;
+// dispatch.cpp keeps depthwise calls, groups == Cin, off it by default).
 bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_f32(const Conv1dParams& p, cudaStream_t stream);
