@@ -892,7 +892,7 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
         x = torch.randn(B, Cin, 2 * L, device="cuda").to(dtype)[:, :, ::2]
     elif view == "offset":  # even rows, but x itself 2 bytes past a 16-byte boundary: every row realigned
         x = torch.randn(B * Cin * L + 1, device="cuda").to(dtype)[1:].view(B, Cin, L)
-    elif view == "tail":  # rows of 1008 elements (16-byte loads) holding 1001 positions: the last 8-wide load is partial
+    elif view == "tail":  # rows of 1008 elements holding 1001 positions: the last 16-byte chunk is partial
         x = torch.randn(B, Cin, (L + 7) // 8 * 8, device="cuda").to(dtype)[:, :, :L]
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
@@ -973,8 +973,8 @@ def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
 @pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1)], ids=["odd_rows_one_batch_slabs", "over_2e31"])
 def test_dense_tma_copy_in_slabs(shape, poison_outputs):
     """x over the launcher's 1 GiB copy slab, copied and convolved a slab at a time, each slab's y at its own
-    offset: 3 batches of 614 MB with odd rows (2-byte loads, one batch per slab); 11 batches of 410 MB with
-    16-byte rows (slabs of 2, 2, 2, 2, 2, 1 batches), x and y of 2.25e9 elements (offsets past 2^31). Every
+    offset: 3 batches of 614 MB with odd rows (one batch per slab); 11 batches of 410 MB with 16-byte aligned
+    rows (slabs of 2, 2, 2, 2, 2, 1 batches), x and y of 2.25e9 elements (offsets past 2^31). Every
     element written (poisoned outputs), windows at the start, middle and end of each batch against float64."""
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
