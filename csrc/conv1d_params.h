@@ -61,4 +61,42 @@ struct Conv1dParams {
   int activation;  // forward epilogue / backward pre-multiplier; see kernels/activation.cuh
 };
 
+
+// convkit.causal_conv1d's masked kernels and convkit.causal_conv1d_update (kernels/causal_conv1d.cu; the
+// per-element logic in kernels/causal_conv1d.cuh). Element strides, 64-bit; a pointer not in use is null.
+struct CausalParams {
+  int64_t batch, channels, length;  // length: L of the causal call, T (new tokens) of the update
+  int64_t kernel_size, dilation, halo;  // halo = (kernel_size - 1) * dilation
+  const void* x;
+  int64_t x_sb, x_sc, x_sl;
+  // causal call: initial_state (B, C, halo); update: conv_state (state_batch, C, state_len), read and written
+  void* state;
+  int64_t st_sb, st_sc, st_sl;
+  int64_t state_batch, state_len;
+  const int32_t* seq_idx;  // (B, L)
+  int64_t seq_sb, seq_sl;
+  const int32_t* cache_seqlens;  // update: (B,), the circular buffer's write position per row
+  const int32_t* state_indices;  // update: (B,), the conv_state row of each batch row (< 0 or >= rows: skipped)
+  int64_t cache_stride, index_stride;
+  const void* w;  // (C, K)
+  int64_t w_sc, w_sk;
+  const void* bias;  // (C,), contiguous
+  // forward / update: y (written); backward: g = d loss / d pre-activation (read)
+  void* y;
+  int64_t y_sb, y_sc, y_sl;
+  void* grad_x;
+  int64_t gx_sb, gx_sc, gx_sl;
+  void* grad_state;  // (B, C, halo)
+  int64_t gs_sb, gs_sc, gs_sl;
+  void* grad_w;     // (C, K) contiguous
+  void* grad_bias;  // (C,)
+  void* workspace;  // grad-weight partial sums: weight_splits x C * K, then weight_splits x C
+  int64_t weight_splits, split_len;  // split_len: the (b, t) positions one split reduces
+  DType dtype;
+  DType w_dtype;
+  int num_sms;
+  int activation;
+  bool c_fastest;  // x's channel stride is 1: consecutive threads take consecutive channels
+};
+
 }  // namespace convkit

@@ -932,6 +932,199 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};
 }
 
+// ---- convkit.causal_conv1d with seq_idx, convkit.causal_conv1d_update (issue 6) -------------------------
+// python/convkit/causal.py validates and routes: a causal call without seq_idx runs on conv1d_forward's
+// depthwise kernels and never comes here.
+namespace {
+
+bool is_blc(const at::Tensor& x) { return x.size(1) > 1 && x.stride(1) == 1 && x.stride(2) == x.size(1); }
+
+void check_int32(const at::Tensor& t, const char* name, const at::Tensor& x, at::IntArrayRef shape) {
+  check_device(t, name, x);
+  TORCH_CHECK(t.scalar_type() == at::kInt, "convkit: ", name, " must be int32, got ", t.scalar_type());
+  TORCH_CHECK(t.sizes() == shape, "convkit: ", name, " must have shape ", shape, ", got ", t.sizes());
+}
+
+// x (B, C, L) and w (C, K): the params every causal launch shares (x, w, bias, sizes).
+CausalParams causal_params(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias,
+                           int64_t dilation, int64_t activation) {
+  TORCH_CHECK(x.is_cuda() && x.dim() == 3, "convkit: x must be a 3-D CUDA tensor (B, C, L)");
+  check_param_dtype(w, "weight", x);
+  TORCH_CHECK(w.dim() == 2 && w.size(0) == x.size(1) && w.size(1) >= 1, "convkit: weight must have shape (",
+              x.size(1), ", K), got ", w.sizes());
+  TORCH_CHECK(dilation >= 1, "convkit: dilation must be >= 1");
+  check_activation(activation);
+  CausalParams p{};
+  p.batch = x.size(0);
+  p.channels = x.size(1);
+  p.length = x.size(2);
+  p.kernel_size = w.size(1);
+  p.dilation = dilation;
+  p.halo = (p.kernel_size - 1) * dilation;
+  p.x = x.data_ptr();
+  p.x_sb = x.stride(0);
+  p.x_sc = x.stride(1);
+  p.x_sl = x.stride(2);
+  p.w = w.data_ptr();
+  p.w_sc = w.stride(0);
+  p.w_sk = w.stride(1);
+  if (bias.has_value()) {
+    check_cuda(*bias, "bias", w);
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == p.channels && bias->stride(0) == 1,
+                "convkit: bias must be contiguous with shape (", p.channels, ",)");
+    p.bias = bias->data_ptr();
+  }
+  p.dtype = dtype_of(x);
+  p.w_dtype = dtype_of(w);
+  p.num_sms = sm_count();
+  p.activation = static_cast<int>(activation);
+  p.c_fastest = x.stride(1) == 1 && p.channels > 1;
+  return p;
+}
+
+// initial_state (B, C, halo) and seq_idx (B, L) of a causal call.
+void set_causal_inputs(CausalParams& p, const at::Tensor& x, const c10::optional<at::Tensor>& state,
+                       const c10::optional<at::Tensor>& seq_idx) {
+  if (state.has_value()) {
+    check_cuda(*state, "initial_state", x);
+    TORCH_CHECK(state->dim() == 3 && state->size(0) == p.batch && state->size(1) == p.channels &&
+                    state->size(2) == p.halo,
+                "convkit: initial_state must have shape (", p.batch, ", ", p.channels, ", ", p.halo, "), got ",
+                state->sizes());
+    p.state = state->data_ptr();
+    p.st_sb = state->stride(0);
+    p.st_sc = state->stride(1);
+    p.st_sl = state->stride(2);
+  }
+  if (seq_idx.has_value()) {
+    check_int32(*seq_idx, "seq_idx", x, {p.batch, p.length});
+    p.seq_idx = seq_idx->data_ptr<int32_t>();
+    p.seq_sb = seq_idx->stride(0);
+    p.seq_sl = seq_idx->stride(1);
+  }
+}
+
+}  // namespace
+
+// y = activation(causal depthwise conv of x (B, C, L) with w (C, K) + bias), reading initial_state
+// (B, C, (K-1)*dilation) left of x and masking positions of other sequences (seq_idx (B, L) int32); y in x's
+// layout ((B, L, C) memory when x is a channels-last view, else contiguous).
+at::Tensor causal_conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias_in,
+                                 const c10::optional<at::Tensor>& initial_state,
+                                 const c10::optional<at::Tensor>& seq_idx, int64_t dilation, int64_t activation) {
+  c10::cuda::CUDAGuard guard(x.device());
+  const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
+  CausalParams p = causal_params(x, w, bias, dilation, activation);
+  set_causal_inputs(p, x, initial_state, seq_idx);
+  at::Tensor y = new_bcl_output(p.batch, p.channels, p.length, x.options(), is_blc(x));
+  if (y.numel() == 0) return y;
+  p.y = y.data_ptr();
+  p.y_sb = y.stride(0);
+  p.y_sc = y.stride(1);
+  p.y_sl = y.stride(2);
+  check_launch(launch_causal_conv1d_fwd(p, current_stream()), "causal_conv1d_fwd");
+  return y;
+}
+
+// Returns (grad_x, grad_weight (C, K), grad_bias, grad_initial_state); a gradient not asked for is empty.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> causal_conv1d_backward(
+    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias_in,
+    const c10::optional<at::Tensor>& initial_state, const c10::optional<at::Tensor>& seq_idx, int64_t dilation,
+    int64_t activation, bool need_x, bool need_w, bool need_b, bool need_state) {
+  c10::cuda::CUDAGuard guard(x.device());
+  const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
+  CausalParams p = causal_params(x, w, bias, dilation, kActNone);
+  set_causal_inputs(p, x, initial_state, seq_idx);
+  check_cuda(dy, "grad_output", x);
+  TORCH_CHECK(dy.sizes() == x.sizes(), "convkit: grad_output must have shape ", x.sizes(), ", got ", dy.sizes());
+  check_activation(activation);
+  // g = dy * activation'(z), z recomputed by the forward kernel (torch's elementwise backward ops)
+  at::Tensor g = dy;
+  if (activation != kActNone) {
+    const at::Tensor z = causal_conv1d_forward(x, w, bias, initial_state, seq_idx, dilation, kActNone);
+    g = activation == kActReLU ? at::threshold_backward(dy, z, 0)
+        : activation == kActSiLU ? at::silu_backward(dy, z)
+                                 : at::gelu_backward(dy, z, "none");
+  }
+  p.y = g.data_ptr();
+  p.y_sb = g.stride(0);
+  p.y_sc = g.stride(1);
+  p.y_sl = g.stride(2);
+  need_b = need_b && bias.has_value();
+  need_state = need_state && initial_state.has_value();
+  at::Tensor dx = need_x ? new_bcl_output(p.batch, p.channels, p.length, x.options(), is_blc(x)) : x.new_empty({0});
+  at::Tensor ds = need_state ? new_output({p.batch, p.channels, p.halo}, x.options()) : x.new_empty({0});
+  at::Tensor dw = need_w ? new_output({p.channels, p.kernel_size}, w.options()) : w.new_empty({0});
+  at::Tensor db = need_b ? new_output({p.channels}, w.options()) : w.new_empty({0});
+  if (need_x) {
+    p.grad_x = dx.data_ptr();
+    p.gx_sb = dx.stride(0);
+    p.gx_sc = dx.stride(1);
+    p.gx_sl = dx.stride(2);
+  }
+  if (need_state && ds.numel() > 0) {
+    p.grad_state = ds.data_ptr();
+    p.gs_sb = ds.stride(0);
+    p.gs_sc = ds.stride(1);
+    p.gs_sl = ds.stride(2);
+  }
+  at::Tensor ws;
+  if ((need_w || need_b) && p.batch * p.channels * p.length > 0) {
+    p.grad_w = need_w ? dw.data_ptr() : nullptr;
+    p.grad_bias = need_b ? db.data_ptr() : nullptr;
+    const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    ws = at::empty({plan_causal_conv1d_bwd_weight(p)}, x.options().dtype(acc_dtype));
+    p.workspace = ws.data_ptr();
+  } else {
+    if (need_w) dw.zero_();
+    if (need_b) db.zero_();
+  }
+  if (p.batch * p.channels * p.length > 0) check_launch(launch_causal_conv1d_bwd(p, current_stream()), "causal_conv1d_bwd");
+  return {dx, dw, db, ds};
+}
+
+// One decode step: x (B, C, T) new tokens, conv_state (rows, C, S) updated in place (S >= (K-1)*dilation; rows
+// == B, or any number with state_indices (B,) int32 picking each batch row's cache row); cache_seqlens (B,)
+// int32 makes conv_state a circular buffer. Returns y (B, C, T), contiguous. No host synchronisation: safe in
+// a CUDA graph.
+at::Tensor causal_conv1d_update(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& w,
+                                const c10::optional<at::Tensor>& bias_in, const c10::optional<at::Tensor>& cache_seqlens,
+                                const c10::optional<at::Tensor>& state_indices, int64_t dilation, int64_t activation) {
+  c10::cuda::CUDAGuard guard(x.device());
+  const c10::optional<at::Tensor> bias = contiguous_bias(bias_in);
+  CausalParams p = causal_params(x, w, bias, dilation, activation);
+  check_cuda(conv_state, "conv_state", x);
+  TORCH_CHECK(conv_state.dim() == 3 && conv_state.size(1) == p.channels && conv_state.size(2) >= p.halo &&
+                  conv_state.size(2) >= 1,
+              "convkit: conv_state must have shape (rows, ", p.channels, ", S) with S >= ", std::max<int64_t>(p.halo, 1),
+              ", got ", conv_state.sizes());
+  TORCH_CHECK(state_indices.has_value() || conv_state.size(0) == p.batch, "convkit: conv_state has ",
+              conv_state.size(0), " rows for a batch of ", p.batch, " (pass state_indices to pick rows)");
+  p.state = conv_state.data_ptr();
+  p.st_sb = conv_state.stride(0);
+  p.st_sc = conv_state.stride(1);
+  p.st_sl = conv_state.stride(2);
+  p.state_batch = conv_state.size(0);
+  p.state_len = conv_state.size(2);
+  if (cache_seqlens.has_value()) {
+    check_int32(*cache_seqlens, "cache_seqlens", x, {p.batch});
+    p.cache_seqlens = cache_seqlens->data_ptr<int32_t>();
+    p.cache_stride = cache_seqlens->stride(0);
+  }
+  if (state_indices.has_value()) {
+    check_int32(*state_indices, "state_indices", x, {p.batch});
+    p.state_indices = state_indices->data_ptr<int32_t>();
+    p.index_stride = state_indices->stride(0);
+  }
+  at::Tensor y = new_output({p.batch, p.channels, p.length}, x.options());
+  p.y = y.data_ptr();
+  p.y_sb = y.stride(0);
+  p.y_sc = y.stride(1);
+  p.y_sl = y.stride(2);
+  if (y.numel() > 0) check_launch(launch_causal_conv1d_update(p, current_stream()), "causal_conv1d_update");
+  return y;
+}
+
 std::vector<std::tuple<std::string, int, int, int>> spec_entries() {
   std::vector<std::tuple<std::string, int, int, int>> out;
   for (int i = 0; i < kNumSpecEntries; ++i)
@@ -948,5 +1141,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("conv1d_backward", &convkit::conv1d_backward);
   m.def("explain", &convkit::explain);
   m.def("spec_entries", &convkit::spec_entries);
+  m.def("causal_conv1d_forward", &convkit::causal_conv1d_forward);
+  m.def("causal_conv1d_backward", &convkit::causal_conv1d_backward);
+  m.def("causal_conv1d_update", &convkit::causal_conv1d_update);
   m.attr("cuda_runtime_version") = CUDART_VERSION;
 }

@@ -70,7 +70,8 @@ template <typename T> __device__ __forceinline__ T zero_value() {
 }
 
 // Weights and bias: the input's dtype, or fp32 beside fp16/bf16 input (one uniform branch).
-template <typename T> __device__ __forceinline__ auto load_param(const Conv1dParams& p, const void* base, int64_t idx) {
+template <typename T, typename Params>  // Conv1dParams or CausalParams
+__device__ __forceinline__ auto load_param(const Params& p, const void* base, int64_t idx) {
   if constexpr (sizeof(T) == 2) {
     if (p.w_dtype == DType::kFloat32) return load<float>(base, idx);
   }

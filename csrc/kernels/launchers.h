@@ -137,6 +137,16 @@ int64_t depthwise_bwd_smem_bytes(const Conv1dParams& p);
 int64_t plan_depthwise_bwd(Conv1dParams& p, bool specialised);
 // The largest kernel size the generic (runtime-K) depthwise backward supports.
 constexpr int kDepthwiseBwdMaxRuntimeK = 32;
+// convkit.causal_conv1d with seq_idx, and convkit.causal_conv1d_update (kernels/causal_conv1d.cu; the
+// per-element logic in kernels/causal_conv1d.cuh). Any dtype, runtime K and dilation, any strides.
+// The backward writes whichever of p.grad_x / p.grad_state / p.grad_w / p.grad_bias is set, from p.y = g
+// (d loss / d pre-activation); plan sets p.weight_splits / p.split_len and returns the accumulator values
+// (fp32, fp64 for fp64) p.workspace must hold.
+cudaError_t launch_causal_conv1d_fwd(const CausalParams& p, cudaStream_t stream);
+int64_t plan_causal_conv1d_bwd_weight(CausalParams& p);
+cudaError_t launch_causal_conv1d_bwd(const CausalParams& p, cudaStream_t stream);
+cudaError_t launch_causal_conv1d_update(const CausalParams& p, cudaStream_t stream);
+
 // The virtual architecture of the convkit code the current device runs (cudaFuncAttributes::ptxVersion of
 // a kernel: 80 for the sm_80 SASS or compute_80 PTX, 90 for sm_90's), 0 when it has none:
 // Conv1dParams::code_arch.

@@ -250,6 +250,9 @@ def main(argv=None):
                          "per-call host time (which dominates cases under ~0.2 ms in eager mode)")
     ap.add_argument("--layout", choices=["bcl", "blc"], default="bcl",
                     help="input memory: (B, C, L) contiguous, or (B, L, C) seen through transpose(1, 2)")
+    ap.add_argument("--streaming", action="store_true",
+                    help="instead of the suite: causal_conv1d_update (B 1 / 64 / 256, C 4096, K 4, bf16) and a "
+                         "chunked causal call against torch (convkit/bench_streaming.py)")
     ap.add_argument("--json", help="write the records (and a header record) to this file")
     ap.add_argument("--plot", help="draw percent-of-floor bars to this PNG")
     args = ap.parse_args(argv)
@@ -269,6 +272,13 @@ def main(argv=None):
     print(f"{'case':<20} {'dtype':<9} {'dir':<6} {'convkit':>9} {'torch':>9} {'speedup':>8} {'ck%flr':>7} "
           f"{'th%flr':>7}   (ms, median; speedup = torch/convkit)")
     rows = []
+    if args.streaming:
+        from .bench_streaming import run as run_streaming
+
+        for r in run_streaming():
+            print(fmt_row(r) + f"  ({r['timing']})", flush=True)
+            rows.append(r)
+        cases = []
     for case in cases:
         for dtype in dtypes:
             for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph, args.layout):
@@ -277,6 +287,9 @@ def main(argv=None):
             if args.json:  # rewritten after every case, so an interrupted run keeps what it measured
                 with open(args.json, "w") as f:
                     json.dump([hdr] + rows, f, indent=1)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([hdr] + rows, f, indent=1)
     if args.plot:
         plot(rows, args.plot)
     return 0

@@ -1,0 +1,214 @@
+// convkit.causal_conv1d with seq_idx (packed sequences, optionally an initial state) and
+// convkit.causal_conv1d_update (one decode step on a conv_state cache). Issue 6.
+//
+// These are direct kernels, one output (or gradient) element per thread with runtime K and dilation; the
+// per-element logic lives in causal_conv1d.cuh, shared with the host harness the tests drive. A causal call
+// without seq_idx does not come here: python/convkit/causal.py runs it on the depthwise kernels (causal
+// padding, or the initial state placed in front of x).
+//
+//   causal_fwd_kernel           y = act(z + bias), z as in causal_conv1d.cuh
+//   causal_bwd_input_kernel     grad-input and grad of the initial state, from g = d loss / d z
+//   causal_bwd_weight_kernel    grad-weight / grad-bias partial sums, a (channel, split of B * L) per block;
+//                               summed in a fixed order by sum_weight_bias_partials_kernel: deterministic
+//   causal_update_kernel        one (batch row, channel) per thread, all of its new tokens in order
+#include "activation.cuh"
+#include "causal_conv1d.cuh"
+#include "common.cuh"
+#include "launchers.h"
+
+namespace convkit {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T> struct CausalSrc {
+  using A = typename AccOf<T>::type;
+  const CausalParams& p;
+  __device__ A x(int64_t b, int64_t c, int64_t t) const { return load<T>(p.x, b * p.x_sb + c * p.x_sc + t * p.x_sl); }
+  __device__ A state(int64_t b, int64_t c, int64_t j) const {
+    return load<T>(p.state, b * p.st_sb + c * p.st_sc + j * p.st_sl);
+  }
+  __device__ int32_t seq(int64_t b, int64_t t) const { return __ldg(p.seq_idx + b * p.seq_sb + t * p.seq_sl); }
+  __device__ A w(int64_t c, int64_t k) const { return load_param<T>(p, p.w, c * p.w_sc + k * p.w_sk); }
+  __device__ A g(int64_t b, int64_t c, int64_t t) const { return load<T>(p.y, b * p.y_sb + c * p.y_sc + t * p.y_sl); }
+};
+
+// The update reads and writes conv_state in one kernel: plain loads there, not the read-only path.
+template <typename T> struct UpdateSrc {
+  using A = typename AccOf<T>::type;
+  const CausalParams& p;
+  __device__ A x(int64_t b, int64_t c, int64_t i) const { return load<T>(p.x, b * p.x_sb + c * p.x_sc + i * p.x_sl); }
+  __device__ A state(int64_t r, int64_t c, int64_t j) const {
+    return to_acc(static_cast<const T*>(p.state)[r * p.st_sb + c * p.st_sc + j * p.st_sl]);
+  }
+  __device__ void set_state(int64_t r, int64_t c, int64_t j, A v) const {
+    store<T>(p.state, r * p.st_sb + c * p.st_sc + j * p.st_sl, v);
+  }
+  __device__ A w(int64_t c, int64_t k) const { return load_param<T>(p, p.w, c * p.w_sc + k * p.w_sk); }
+};
+
+causal::Shape shape_of(const CausalParams& p) {
+  return causal::Shape{p.batch, p.channels, p.length, p.kernel_size, p.dilation, p.halo, p.state != nullptr,
+                       p.seq_idx != nullptr};
+}
+
+// Element idx of a (B, C, n) range, channels fastest when x is channels-last (coalesced there), else positions.
+__device__ __forceinline__ void split_index(int64_t idx, int64_t C, int64_t n, bool c_fastest, int64_t& b, int64_t& c,
+                                            int64_t& i) {
+  int64_t rest;
+  if (c_fastest) {
+    divmod(idx, C, rest, c);
+    divmod(rest, n, b, i);
+  } else {
+    divmod(idx, n, rest, i);
+    divmod(rest, C, b, c);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) causal_fwd_kernel(const CausalParams p, const causal::Shape sh) {
+  using A = typename AccOf<T>::type;
+  const CausalSrc<T> src{p};
+  const int64_t total = p.batch * p.channels * p.length;
+  for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * kThreads) {
+    int64_t b, c, t;
+    split_index(idx, p.channels, p.length, p.c_fastest, b, c, t);
+    A z = causal::forward_value<A>(src, sh, b, c, t);
+    if (p.bias != nullptr) z += load_param<T>(p, p.bias, c);
+    store<T>(p.y, b * p.y_sb + c * p.y_sc + t * p.y_sl, activate(p.activation, z));
+  }
+}
+
+// Positions s in [lo, hi): lo = -halo when grad_state is wanted, hi = L when grad_x is.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    causal_bwd_input_kernel(const CausalParams p, const causal::Shape sh, int64_t lo, int64_t hi) {
+  using A = typename AccOf<T>::type;
+  const CausalSrc<T> src{p};
+  const int64_t n = hi - lo, total = p.batch * p.channels * n;
+  for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * kThreads) {
+    int64_t b, c, i;
+    split_index(idx, p.channels, n, p.c_fastest, b, c, i);
+    const int64_t s = lo + i;
+    const A v = causal::input_grad<A>(src, sh, b, c, s);
+    if (s >= 0) {
+      store<T>(p.grad_x, b * p.gx_sb + c * p.gx_sc + s * p.gx_sl, v);
+    } else {
+      store<T>(p.grad_state, b * p.gs_sb + c * p.gs_sc + (p.halo + s) * p.gs_sl, v);
+    }
+  }
+}
+
+// Block (c, split): partial sums over the split's (b, t) positions of every tap's term (and of g for the
+// bias), each thread in a fixed order, then block_sum's fixed order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const CausalParams p, const causal::Shape sh) {
+  using A = typename AccOf<T>::type;
+  __shared__ A scratch[kThreads / 32];
+  const CausalSrc<T> src{p};
+  const int64_t C = p.channels, K = p.kernel_size, n_total = p.batch * p.length;
+  A* part = static_cast<A*>(p.workspace);
+  for (int64_t blk = blockIdx.x; blk < C * p.weight_splits; blk += gridDim.x) {
+    const int64_t c = blk % C, split = blk / C;
+    const int64_t begin = split * p.split_len, end = begin + p.split_len < n_total ? begin + p.split_len : n_total;
+    for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {
+      if (k == K && p.grad_bias == nullptr) break;
+      A acc = A(0);
+      for (int64_t n = begin + threadIdx.x; n < end; n += kThreads) {
+        int64_t b, t;
+        divmod(n, p.length, b, t);
+        acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
+      }
+      const A total = block_sum(acc, scratch);
+      if (threadIdx.x == 0) {
+        if (k < K) {
+          part[split * C * K + c * K + k] = total;
+        } else {
+          part[p.weight_splits * C * K + split * C + c] = total;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) causal_update_kernel(const CausalParams p, const causal::UpdateShape sh) {
+  using A = typename AccOf<T>::type;
+  const UpdateSrc<T> src{p};
+  const int64_t total = p.batch * p.channels;
+  for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * kThreads) {
+    int64_t b, c;
+    divmod(idx, p.channels, b, c);
+    const int64_t r = p.state_indices != nullptr ? p.state_indices[b * p.index_stride] : b;
+    const int64_t y_row = b * p.y_sb + c * p.y_sc;
+    if (r < 0 || r >= p.state_batch) {  // a padding row (continuous batching): zeros, the cache untouched
+      for (int64_t i = 0; i < p.length; ++i) store<T>(p.y, y_row + i * p.y_sl, A(0));
+      continue;
+    }
+    const int64_t cache_seqlen = p.cache_seqlens != nullptr ? p.cache_seqlens[b * p.cache_stride] : 0;
+    const A bias = p.bias != nullptr ? load_param<T>(p, p.bias, c) : A(0);
+    causal::update_row<A>(src, sh, b, r, c, cache_seqlen, [&](int64_t i, A z) {
+      store<T>(p.y, y_row + i * p.y_sl, activate(p.activation, z + bias));
+    });
+  }
+}
+
+unsigned blocks_for(int64_t elements, int num_sms) { return grid_for(ceil_div(elements, kThreads), num_sms, 8); }
+
+}  // namespace
+
+cudaError_t launch_causal_conv1d_fwd(const CausalParams& p, cudaStream_t stream) {
+  const int64_t total = p.batch * p.channels * p.length;
+  if (total == 0) return cudaSuccess;
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    causal_fwd_kernel<scalar_t><<<blocks_for(total, p.num_sms), kThreads, 0, stream>>>(p, shape_of(p));
+  })
+  return cudaGetLastError();
+}
+
+int64_t plan_causal_conv1d_bwd_weight(CausalParams& p) {
+  const int64_t n_total = p.batch * p.length, chunk = 1024;
+  int64_t per_split = 1;
+  const int64_t want = ceil_div(int64_t{8} * (p.num_sms > 0 ? p.num_sms : 1), p.channels > 0 ? p.channels : 1);
+  p.weight_splits = plan_splits(want, ceil_div(n_total, chunk), 4096, p.channels, per_split);
+  p.split_len = per_split * chunk;
+  return p.weight_splits * p.channels * (p.kernel_size + 1);
+}
+
+cudaError_t launch_causal_conv1d_bwd(const CausalParams& p, cudaStream_t stream) {
+  const int64_t lo = p.grad_state != nullptr ? -p.halo : 0, hi = p.grad_x != nullptr ? p.length : 0;
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    const causal::Shape sh = shape_of(p);
+    const int64_t n_in = p.batch * p.channels * (hi - lo);
+    if (n_in > 0) {
+      causal_bwd_input_kernel<scalar_t><<<blocks_for(n_in, p.num_sms), kThreads, 0, stream>>>(p, sh, lo, hi);
+    }
+    if (p.grad_w != nullptr || p.grad_bias != nullptr) {
+      const int64_t blocks = p.channels * p.weight_splits;
+      causal_bwd_weight_kernel<scalar_t><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+      const int64_t n_w = p.channels * p.kernel_size;
+      const int64_t n = (p.grad_w != nullptr ? n_w : 0) + (p.grad_bias != nullptr ? p.channels : 0);
+      CONVKIT_DISPATCH_PARAM_TYPE(p, scalar_t, {
+        sum_weight_bias_partials_kernel<param_t><<<grid_for(ceil_div(n, 256), p.num_sms, 8), 256, 0, stream>>>(
+            p.workspace, p.weight_splits, n_w, p.grad_w, p.channels, p.grad_bias);
+      })
+    }
+  })
+  return cudaGetLastError();
+}
+
+cudaError_t launch_causal_conv1d_update(const CausalParams& p, cudaStream_t stream) {
+  const int64_t total = p.batch * p.channels;
+  if (total == 0) return cudaSuccess;
+  const causal::UpdateShape sh{p.length, p.channels, p.kernel_size, p.dilation, p.halo, p.state_len,
+                               p.cache_seqlens != nullptr};
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    causal_update_kernel<scalar_t><<<blocks_for(total, p.num_sms), kThreads, 0, stream>>>(p, sh);
+  })
+  return cudaGetLastError();
+}
+
+}  // namespace convkit
