@@ -385,30 +385,36 @@ def test_kernel_element_functions_on_cpu(harness, K, dilation, packed, with_stat
     seq_t = None if seq is None else seq.t().contiguous().t()  # strides (1, B)
     dy = rand((B, C, L), g=g)
     y_ref, dx_ref, dw_ref, _, ds_ref = reference(x, w, None, dilation, st, seq, None, dy)
-    z = torch.full((B, C, L), float("nan"), dtype=torch.float64)
-    harness.causal_forward(*_i(B, C, L, K, dilation), _p(x), _strides(x), _p(st), _strides(st), _p(seq_t),
-                           _strides(seq_t), _p(w), _strides(w), _p(z))
-    torch.testing.assert_close(z, y_ref, msg="forward")
-    dx = torch.full((B, C, L), float("nan"), dtype=torch.float64)
-    ds = torch.full((B, C, halo), float("nan"), dtype=torch.float64) if with_state else None
-    dw = torch.full((C, K), float("nan"), dtype=torch.float64)
-    db = torch.full((C,), float("nan"), dtype=torch.float64)
-    harness.causal_backward(*_i(B, C, L, K, dilation), _p(x), _strides(x), _p(st), _strides(st), _p(seq_t),
-                            _strides(seq_t), _p(w), _strides(w), _p(dy), _p(dx), _p(ds), _p(dw), _p(db))
-    torch.testing.assert_close(dx, dx_ref, msg="grad_input")
-    torch.testing.assert_close(dw, dw_ref, msg="grad_weight")
-    torch.testing.assert_close(db, dy.sum((0, 2)), msg="grad_bias")
-    if with_state:
-        torch.testing.assert_close(ds, ds_ref, msg="grad_initial_state")
+    common = (*_i(B, C, L, K, dilation), _p(x), _strides(x), _p(st), _strides(st), _p(seq_t), _strides(seq_t), _p(w),
+              _strides(w))
+    for c_fastest in (0, 1):
+        z = torch.full((B, C, L), float("nan"), dtype=torch.float64)
+        visits = torch.zeros((B, C, L), dtype=torch.int32)
+        harness.causal_forward(*common, *_i(c_fastest), _p(z), _p(visits))
+        assert (visits == 1).all(), "every output visited once"
+        torch.testing.assert_close(z, y_ref, msg="forward")
+    # split lengths: one split, several with a partial last one, one position per split
+    for c_fastest, split_len in ((0, B * L), (1, 17), (0, 1)):
+        dx = torch.full((B, C, L), float("nan"), dtype=torch.float64)
+        ds = torch.full((B, C, halo), float("nan"), dtype=torch.float64) if with_state else None
+        dw = torch.full((C, K), float("nan"), dtype=torch.float64)
+        db = torch.full((C,), float("nan"), dtype=torch.float64)
+        harness.causal_backward(*common, _p(dy), *_i(c_fastest, split_len), _p(dx), _p(ds), _p(dw), _p(db))
+        torch.testing.assert_close(dx, dx_ref, msg="grad_input")
+        torch.testing.assert_close(dw, dw_ref, msg="grad_weight")
+        torch.testing.assert_close(db, dy.sum((0, 2)), msg="grad_bias")
+        if with_state:
+            torch.testing.assert_close(ds, ds_ref, msg="grad_initial_state")
 
 
 @pytest.mark.parametrize("circular", [False, True], ids=["linear", "circular"])
 @pytest.mark.parametrize("T", [1, 2, 5, 9])
 @pytest.mark.parametrize("K,dilation,extra", [(4, 1, 0), (4, 1, 2), (2, 3, 1), (1, 1, 1), (31, 1, 0)])
 def test_kernel_update_function_on_cpu(harness, K, dilation, extra, T, circular):
-    """update_row over T new tokens at once (T may exceed S): outputs and the cache against the full conv."""
+    """update_row over T new tokens at once (T may exceed S): outputs and the cache against the full conv; a
+    padding row (index -1) and an out-of-range one leave every cache row alone."""
     g = gen()
-    B, C = 3, 4
+    B, C = 4, 4
     halo = (K - 1) * dilation
     S = max(halo, 1) + extra
     rows = B + 1
@@ -416,23 +422,29 @@ def test_kernel_update_function_on_cpu(harness, K, dilation, extra, T, circular)
     x = layout(rand((B, C, T), g=g), "blc")
     hist = rand((B, C, S), g=g)
     idx = torch.randperm(rows, generator=g)[:B].to(torch.int32)
+    idx[1], idx[3] = -1, rows  # padding rows
     cs = torch.randint(-S, 3 * S, (B,), generator=g, dtype=torch.int32)
-    state = layout(torch.zeros(rows, C, S, dtype=torch.float64), "blc")
-    for i in range(B):
+    state = layout(rand((rows, C, S), g=g), "blc")
+    for i in (0, 2):
         r = int(idx[i])
         if circular:
             state[r][:, (int(cs[i]) + torch.arange(-S, 0)) % S] = hist[i]
         else:
             state[r] = hist[i]
+    before = state.clone()
     z = torch.full((B, C, T), float("nan"), dtype=torch.float64)
-    harness.causal_update(*_i(B, C, T, K, dilation), _p(x), _strides(x), _p(state), _strides(state), *_i(S), _p(w),
-                          _strides(w), _p(cs) if circular else None, _p(idx), _p(z))
-    torch.testing.assert_close(z, ref_causal(x, w, None, dilation, hist[:, :, S - halo:]))
+    harness.causal_update(*_i(B, C, T, K, dilation), _p(x), _strides(x), _p(state), _strides(state), *_i(rows, S),
+                          _p(w), _strides(w), _p(cs) if circular else None, _p(idx), _p(z))
+    live = [0, 2]
+    torch.testing.assert_close(z[live], ref_causal(x[live], w, None, dilation, hist[live][:, :, S - halo:]))
+    assert torch.isnan(z[[1, 3]]).all(), "padding rows are skipped"
     tail = torch.cat([hist, x], 2)[:, :, -S:]
-    for i in range(B):
+    for i in live:
         r = int(idx[i])
         got = state[r][:, (int(cs[i]) + T + torch.arange(-S, 0)) % S] if circular else state[r]
         torch.testing.assert_close(got, tail[i])
+    for r in set(range(rows)) - {int(idx[i]) for i in live}:
+        assert torch.equal(state[r], before[r]), f"cache row {r} changed"
 
 
 # ---- CUDA ----------------------------------------------------------------------------------------------------

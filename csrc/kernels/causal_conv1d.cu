@@ -52,19 +52,6 @@ causal::Shape shape_of(const CausalParams& p) {
                        p.seq_idx != nullptr};
 }
 
-// Element idx of a (B, C, n) range, channels fastest when x is channels-last (coalesced there), else positions.
-__device__ __forceinline__ void split_index(int64_t idx, int64_t C, int64_t n, bool c_fastest, int64_t& b, int64_t& c,
-                                            int64_t& i) {
-  int64_t rest;
-  if (c_fastest) {
-    divmod(idx, C, rest, c);
-    divmod(rest, n, b, i);
-  } else {
-    divmod(idx, n, rest, i);
-    divmod(rest, C, b, c);
-  }
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads) causal_fwd_kernel(const CausalParams p, const causal::Shape sh) {
   using A = typename AccOf<T>::type;
@@ -73,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) causal_fwd_kernel(const CausalParams
   for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     int64_t b, c, t;
-    split_index(idx, p.channels, p.length, p.c_fastest, b, c, t);
+    causal::split_index(idx, p.channels, p.length, p.c_fastest, b, c, t);
     A z = causal::forward_value<A>(src, sh, b, c, t);
     if (p.bias != nullptr) z += load_param<T>(p, p.bias, c);
     store<T>(p.y, b * p.y_sb + c * p.y_sc + t * p.y_sl, activate(p.activation, z));
@@ -90,7 +77,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     int64_t b, c, i;
-    split_index(idx, p.channels, n, p.c_fastest, b, c, i);
+    causal::split_index(idx, p.channels, n, p.c_fastest, b, c, i);
     const int64_t s = lo + i;
     const A v = causal::input_grad<A>(src, sh, b, c, s);
     if (s >= 0) {
@@ -112,13 +99,14 @@ __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const Causa
   A* part = static_cast<A*>(p.workspace);
   for (int64_t blk = blockIdx.x; blk < C * p.weight_splits; blk += gridDim.x) {
     const int64_t c = blk % C, split = blk / C;
-    const int64_t begin = split * p.split_len, end = begin + p.split_len < n_total ? begin + p.split_len : n_total;
+    int64_t begin, end;
+    causal::split_range(split, p.split_len, n_total, begin, end);
     for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {
       if (k == K && p.grad_bias == nullptr) break;
       A acc = A(0);
       for (int64_t n = begin + threadIdx.x; n < end; n += kThreads) {
         int64_t b, t;
-        divmod(n, p.length, b, t);
+        causal::div_mod(n, p.length, b, t);
         acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
       }
       const A total = block_sum(acc, scratch);
@@ -141,10 +129,10 @@ __global__ void __launch_bounds__(kThreads) causal_update_kernel(const CausalPar
   for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     int64_t b, c;
-    divmod(idx, p.channels, b, c);
-    const int64_t r = p.state_indices != nullptr ? p.state_indices[b * p.index_stride] : b;
+    causal::div_mod(idx, p.channels, b, c);
+    const int64_t r = causal::state_row(p.state_indices, p.index_stride, b, p.state_batch);
     const int64_t y_row = b * p.y_sb + c * p.y_sc;
-    if (r < 0 || r >= p.state_batch) {  // a padding row (continuous batching): zeros, the cache untouched
+    if (r < 0) {  // a padding row (continuous batching): zeros, the cache untouched
       for (int64_t i = 0; i < p.length; ++i) store<T>(p.y, y_row + i * p.y_sl, A(0));
       continue;
     }

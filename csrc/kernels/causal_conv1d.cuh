@@ -32,6 +32,35 @@ struct Shape {
   bool has_state, has_seq;
 };
 
+// q = a / b, r = a % b, in 32 bits when both fit (64-bit division costs many instructions on the GPU).
+CONVKIT_ELEM void div_mod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
+  if (((a | b) >> 31) == 0) {
+    q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  } else {
+    q = a / b;
+  }
+  r = a - q * b;
+}
+
+// Element idx of a (B, C, n) range as (b, c, i): channels fastest when x is channels-last (coalesced there),
+// else positions fastest. The kernels' grid-stride loops visit idx = 0 .. B * C * n - 1.
+CONVKIT_ELEM void split_index(int64_t idx, int64_t C, int64_t n, bool c_fastest, int64_t& b, int64_t& c, int64_t& i) {
+  int64_t rest;
+  if (c_fastest) {
+    div_mod(idx, C, rest, c);
+    div_mod(rest, n, b, i);
+  } else {
+    div_mod(idx, n, rest, i);
+    div_mod(rest, C, b, c);
+  }
+}
+
+// The positions n = b * L + t that split `split` of the grad-weight reduction sums: [begin, end).
+CONVKIT_ELEM void split_range(int64_t split, int64_t split_len, int64_t n_total, int64_t& begin, int64_t& end) {
+  begin = split * split_len;
+  end = begin + split_len < n_total ? begin + split_len : n_total;
+}
+
 // The sequence of input position s (-halo <= s < length); state positions belong to the first sequence.
 template <typename Src> CONVKIT_ELEM int32_t seq_of(const Src& src, const Shape& sh, int64_t b, int64_t s) {
   return sh.has_seq ? src.seq(b, s >= 0 ? s : 0) : 0;
@@ -91,6 +120,14 @@ struct UpdateShape {
 CONVKIT_ELEM int64_t pos_mod(int64_t a, int64_t n) {
   const int64_t r = a % n;
   return r < 0 ? r + n : r;
+}
+
+// The conv_state row batch row b reads and writes: state_indices[b] (b without indices); -1 for a padding row
+// (an index < 0, or >= rows, which the Python layer rejects outside graph capture): its output is zero and
+// no row is touched.
+CONVKIT_ELEM int64_t state_row(const int32_t* state_indices, int64_t index_stride, int64_t b, int64_t rows) {
+  const int64_t r = state_indices != nullptr ? state_indices[b * index_stride] : b;
+  return r >= 0 && r < rows ? r : -1;
 }
 
 template <typename A, typename Src, typename Out>
