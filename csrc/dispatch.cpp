@@ -1075,9 +1075,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> causal_conv1d_backwar
     const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     ws = at::empty({plan_causal_conv1d_bwd_weight(p)}, x.options().dtype(acc_dtype));
     p.workspace = ws.data_ptr();
-  } else {
+  } else {  // nothing to sum (or no launch below): zero gradients
     if (need_w) dw.zero_();
     if (need_b) db.zero_();
+    if (need_state && p.batch * p.channels * p.length == 0) ds.zero_();
   }
   if (p.batch * p.channels * p.length > 0) check_launch(launch_causal_conv1d_bwd(p, current_stream()), "causal_conv1d_bwd");
   return {dx, dw, db, ds};

@@ -153,13 +153,7 @@ def test_packed_sequences_equal_separate_calls_on_cpu(with_state):
                                   return_final_state=True, dilation=d)
     torch.testing.assert_close(y, ref_packed(x, w, b, d, seq, state, "gelu"))
     # the final state continues the last run: equal to the last halo inputs of that run, zeros before it
-    for r in range(B):
-        s = list(runs_of(seq[r]))[-1][0]
-        tail = x[r, :, s:]
-        if s == 0 and state is not None:
-            tail = torch.cat([state[r], tail], 1)
-        expect = torch.cat([torch.zeros(C, (K - 1) * d, dtype=x.dtype), tail], 1)[:, -(K - 1) * d:]
-        torch.testing.assert_close(fs[r], expect)
+    assert torch.equal(fs, ref_final_state(x, state, seq, (K - 1) * d))
 
 
 def test_gradients_on_cpu_match_separate_calls():
@@ -213,26 +207,29 @@ def test_decode_with_state_indices_and_padding_rows_on_cpu():
     check_decode("cpu", torch.float64, 4, 1, 1, 2, True, "bcl", indices=True)
 
 
-def check_decode(device, dtype, K, dilation, extra, step, circular, state_layout, indices, activation="silu"):
+def check_decode(device, dtype, K, dilation, extra, step, circular, state_layout, indices, activation="silu",
+                 w_dtype=None):
     """Decode T tokens `step` at a time; each step's output equals the causal conv of the whole sequence
     (history + tokens) at those positions, and the cache ends holding the sequence's last S inputs."""
     g = gen(device)
-    B, C, T = 3, 6, 7
+    B, C, T = 4, 6, 7
     halo = (K - 1) * dilation
     S = max(halo, 1) + extra
     rows = B + 2 if indices else B
     w, b, hist, state = decode_case(g, B, C, K, dilation, S, rows, device, dtype, state_layout)
-    # batch row i uses cache row idx[i]; with indices the last batch row is a padding row (-1)
+    if w_dtype is not None:
+        w, b = w.to(w_dtype), b.to(w_dtype)
+    # batch row i uses cache row idx[i]; with indices two batch rows are padding rows (-1, and one past the end)
     idx = torch.randperm(rows, generator=gen())[:B].to(torch.int32) if indices else torch.arange(B, dtype=torch.int32)
     if indices:
-        idx[-1] = -1
+        idx[-1], idx[1] = -1, rows + 3
     x = rand((B, C, T), dtype, device, g)
-    logical = hist[idx.clamp(min=0).long()]  # each batch row's history, oldest first
+    logical = hist[idx.clamp(0, rows - 1).long()]  # each batch row's history, oldest first
     cs0 = torch.randint(0, 3 * S, (B,), generator=gen(), dtype=torch.int32)
     if circular:  # store each history circularly: logical[p] at (cs0 + p - S) mod S
         for i in range(B):
             r = int(idx[i])
-            if r < 0:
+            if not 0 <= r < rows:
                 continue
             pos = (int(cs0[i]) + torch.arange(-S, 0)) % S
             state[r, :, pos.to(device)] = logical[i]
@@ -250,7 +247,7 @@ def check_decode(device, dtype, K, dilation, extra, step, circular, state_layout
         outs.append(y.unsqueeze(2) if step == 1 else y)
         cs += xt.shape[2] if xt.dim() == 3 else 1
     y = torch.cat(outs, 2)
-    live = (idx >= 0).to(device)
+    live = ((idx >= 0) & (idx < rows)).to(device)
     assert_close(y[live], full[live], dtype, "update output")
     if indices:
         assert (y[~live] == 0).all(), "a padding row's output is zero"
@@ -258,7 +255,7 @@ def check_decode(device, dtype, K, dilation, extra, step, circular, state_layout
     touched = set()
     for i in range(B):
         r = int(idx[i])
-        if r < 0:
+        if not 0 <= r < rows:
             continue
         touched.add(r)
         if circular:
@@ -289,7 +286,8 @@ def check_decode(device, dtype, K, dilation, extra, step, circular, state_layout
     (lambda: convkit.causal_conv1d_update(torch.randn(2, 3), torch.randn(4, 3, 3), torch.randn(3, 3)),
      "pass state_indices"),
     (lambda: convkit.causal_conv1d_update(torch.randn(2, 3), torch.randn(4, 3, 3), torch.randn(3, 3),
-                                          state_indices=torch.tensor([0, 4], dtype=torch.int32)), ">= 4"),
+                                          state_indices=torch.tensor([0, 4])), "state_indices must be int32"),
+    (lambda: convkit.causal_conv1d(torch.randn(2, 0, 9), torch.randn(0, 3)), "channels >= 1"),
     (lambda: convkit.causal_conv1d_update(torch.randn(2, 3), torch.randn(2, 3, 3).double(), torch.randn(3, 3)),
      "conv_state has dtype"),
 ])
@@ -462,8 +460,23 @@ def cuda_case(B, C, L, K, dtype, dilation, layout_kind, with_state, packed, w_dt
     return x, w, b, st, seq
 
 
-def check_cuda_call(x, w, b, st, seq, dilation, activation, dtype, final_state=True):
-    leaves = [None if t is None else t.detach().clone().requires_grad_() for t in (x, w, b, st)]
+def ref_final_state(x, st, seq, halo):
+    """The last halo inputs of [state or zeros, x] of each row's last sequence (zeros before it)."""
+    B, C, _ = x.shape
+    rows = []
+    for r in range(B):
+        s = 0 if seq is None else list(runs_of(seq[r].cpu()))[-1][0]
+        parts = [torch.zeros(C, halo, dtype=x.dtype, device=x.device)]
+        if s == 0 and st is not None:
+            parts.append(st[r])
+        parts.append(x[r, :, s:])
+        rows.append(torch.cat(parts, 1)[:, -halo:] if halo else parts[0])
+    return torch.stack(rows)
+
+
+def check_cuda_call(x, w, b, st, seq, dilation, activation, dtype):
+    # detach() keeps x's strides (clone() would make a strided view contiguous)
+    leaves = [None if t is None else t.detach().requires_grad_() for t in (x, w, b, st)]
     y, fs = convkit.causal_conv1d(leaves[0], leaves[1], leaves[2], activation=activation, initial_state=leaves[3],
                                   seq_idx=seq, dilation=dilation, return_final_state=True)
     assert y.stride() == (leaves[0].stride() if x.stride(1) == 1 and x.shape[1] > 1 and x.stride(2) == x.shape[1]
@@ -478,7 +491,8 @@ def check_cuda_call(x, w, b, st, seq, dilation, activation, dtype, final_state=T
     assert_close(leaves[2].grad, db_ref, dtype, "grad_bias", terms=terms)
     if st is not None:
         assert_close(leaves[3].grad, ds_ref, dtype, "grad_initial_state")
-    return fs
+    halo = (w.shape[1] - 1) * dilation
+    assert torch.equal(fs, ref_final_state(x, st, seq, halo)), "final state (copied inputs: exact)"
 
 
 @pytest.mark.cuda
@@ -552,7 +566,7 @@ def test_cuda_update_in_a_cuda_graph():
     w, b = rand((C, K), torch.bfloat16, "cuda", g), rand((C,), torch.bfloat16, "cuda", g)
     xs = rand((10, B, C), torch.bfloat16, "cuda", g)
     state0 = rand((B + 2, C, S), torch.bfloat16, "cuda", g)
-    idx = torch.tensor([3, 1, 0, 9, 2, 4, 8, 5], dtype=torch.int32, device="cuda")
+    idx = torch.tensor([3, 1, 0, 9, 2, -1, 8, 12], dtype=torch.int32, device="cuda")  # two padding rows
     cs = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7], dtype=torch.int32, device="cuda")
     static_x, static_state, static_cs = xs[0].clone(), state0.clone(), cs.clone()
     stream = torch.cuda.Stream()
@@ -575,10 +589,11 @@ def test_cuda_update_in_a_cuda_graph():
 
 
 @pytest.mark.cuda
-def test_cuda_update_rejects_out_of_range_state_index():
-    x, state, w = torch.randn(2, 8, device="cuda"), torch.zeros(3, 8, 4, device="cuda"), torch.randn(8, 4, device="cuda")
-    with pytest.raises(RuntimeError, match="state_indices has entries >= 3"):
-        convkit.causal_conv1d_update(x, state, w, state_indices=torch.tensor([0, 3], dtype=torch.int32, device="cuda"))
+@pytest.mark.parametrize("activation,w_dtype,K", [(None, None, 1), ("relu", None, 4), ("gelu", torch.float32, 4),
+                                                  ("silu", torch.float32, 9)])
+def test_cuda_decode_activations_weight_dtypes(activation, w_dtype, K, poison_outputs):
+    check_decode("cuda", torch.bfloat16, K, 1, 1, 1, True, "bcl", indices=True, activation=activation,
+                 w_dtype=w_dtype)
 
 
 @pytest.mark.cuda

@@ -8,7 +8,7 @@
 //
 //   causal_fwd_kernel           y = act(z + bias), z as in causal_conv1d.cuh
 //   causal_bwd_input_kernel     grad-input and grad of the initial state, from g = d loss / d z
-//   causal_bwd_weight_kernel    grad-weight / grad-bias partial sums, a (channel, split of B * L) per block;
+//   causal_bwd_weight_kernel    grad-weight / grad-bias partial sums, a (channel group, split of B * L) per block;
 //                               summed in a fixed order by sum_weight_bias_partials_kernel: deterministic
 //   causal_update_kernel        one (batch row, channel) per thread, all of its new tokens in order
 #include "activation.cuh"
@@ -88,29 +88,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block (c, split): partial sums over the split's (b, t) positions of every tap's term (and of g for the
-// bias), each thread in a fixed order, then block_sum's fixed order.
-template <typename T>
+// Block (channel group, split): CW channels x kThreads / CW position lanes; each thread sums its channel's
+// terms over the split's (b, t) positions n = begin + lane, + lanes, ... (every tap, then g for the bias),
+// then one thread per channel adds the lanes' sums in lane order: a fixed order, so deterministic. CW = 32
+// when x's channels are innermost (a warp then reads 32 consecutive channels of one position: coalesced),
+// else 1 (a warp reads 32 consecutive positions of one channel).
+template <typename T, int CW>
 __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const CausalParams p, const causal::Shape sh) {
   using A = typename AccOf<T>::type;
-  __shared__ A scratch[kThreads / 32];
+  constexpr int kLanes = kThreads / CW;
+  __shared__ A scratch[kThreads];
   const CausalSrc<T> src{p};
-  const int64_t C = p.channels, K = p.kernel_size, n_total = p.batch * p.length;
+  const int64_t C = p.channels, K = p.kernel_size, n_total = p.batch * p.length, groups = ceil_div(C, CW);
+  const int cl = threadIdx.x % CW, lane = threadIdx.x / CW;
   A* part = static_cast<A*>(p.workspace);
-  for (int64_t blk = blockIdx.x; blk < C * p.weight_splits; blk += gridDim.x) {
-    const int64_t c = blk % C, split = blk / C;
+  for (int64_t blk = blockIdx.x; blk < groups * p.weight_splits; blk += gridDim.x) {
+    const int64_t split = blk / groups, c = (blk % groups) * CW + cl;
     int64_t begin, end;
     causal::split_range(split, p.split_len, n_total, begin, end);
-    for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {
+    for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {  // uniform over the block
       if (k == K && p.grad_bias == nullptr) break;
       A acc = A(0);
-      for (int64_t n = begin + threadIdx.x; n < end; n += kThreads) {
-        int64_t b, t;
-        causal::div_mod(n, p.length, b, t);
-        acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
+      if (c < C) {
+        for (int64_t n = begin + lane; n < end; n += kLanes) {
+          int64_t b, t;
+          causal::div_mod(n, p.length, b, t);
+          acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
+        }
       }
-      const A total = block_sum(acc, scratch);
-      if (threadIdx.x == 0) {
+      __syncthreads();  // the previous tap's sums have been read
+      scratch[threadIdx.x] = acc;
+      __syncthreads();
+      if (lane == 0 && c < C) {
+        A total = A(0);
+        for (int i = 0; i < kLanes; ++i) total += scratch[i * CW + cl];
         if (k < K) {
           part[split * C * K + c * K + k] = total;
         } else {
@@ -157,11 +168,15 @@ cudaError_t launch_causal_conv1d_fwd(const CausalParams& p, cudaStream_t stream)
   return cudaGetLastError();
 }
 
+// Channels per grad-weight block: 32 when x's channels are innermost, else 1 (causal_bwd_weight_kernel).
+static int64_t weight_channels_per_block(const CausalParams& p) { return p.c_fastest ? 32 : 1; }
+
 int64_t plan_causal_conv1d_bwd_weight(CausalParams& p) {
   const int64_t n_total = p.batch * p.length, chunk = 1024;
+  const int64_t groups = ceil_div(p.channels, weight_channels_per_block(p));
   int64_t per_split = 1;
-  const int64_t want = ceil_div(int64_t{8} * (p.num_sms > 0 ? p.num_sms : 1), p.channels > 0 ? p.channels : 1);
-  p.weight_splits = plan_splits(want, ceil_div(n_total, chunk), 4096, p.channels, per_split);
+  const int64_t want = ceil_div(int64_t{8} * (p.num_sms > 0 ? p.num_sms : 1), groups > 0 ? groups : 1);
+  p.weight_splits = plan_splits(want, ceil_div(n_total, chunk), 4096, groups, per_split);
   p.split_len = per_split * chunk;
   return p.weight_splits * p.channels * (p.kernel_size + 1);
 }
@@ -175,8 +190,12 @@ cudaError_t launch_causal_conv1d_bwd(const CausalParams& p, cudaStream_t stream)
       causal_bwd_input_kernel<scalar_t><<<blocks_for(n_in, p.num_sms), kThreads, 0, stream>>>(p, sh, lo, hi);
     }
     if (p.grad_w != nullptr || p.grad_bias != nullptr) {
-      const int64_t blocks = p.channels * p.weight_splits;
-      causal_bwd_weight_kernel<scalar_t><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+      const int64_t cw = weight_channels_per_block(p), blocks = ceil_div(p.channels, cw) * p.weight_splits;
+      if (cw == 32) {
+        causal_bwd_weight_kernel<scalar_t, 32><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+      } else {
+        causal_bwd_weight_kernel<scalar_t, 1><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+      }
       const int64_t n_w = p.channels * p.kernel_size;
       const int64_t n = (p.grad_w != nullptr ? n_w : 0) + (p.grad_bias != nullptr ? p.channels : 0);
       CONVKIT_DISPATCH_PARAM_TYPE(p, scalar_t, {

@@ -268,6 +268,8 @@ def main(argv=None):
         ap.error(f"unknown dtype(s) {unknown}; choose from {sorted(DTYPES)}")
     directions = args.directions.split(",")
     hdr = {**header(), "timing": "cuda_graph" if args.cuda_graph else "eager"}
+    if args.streaming:
+        hdr["timing"] = "per row (eager, or cuda_graph for the [graph] rows)"
     print(hdr)
     print(f"{'case':<20} {'dtype':<9} {'dir':<6} {'convkit':>9} {'torch':>9} {'speedup':>8} {'ck%flr':>7} "
           f"{'th%flr':>7}   (ms, median; speedup = torch/convkit)")

@@ -130,8 +130,8 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, acti
         raise RuntimeError(f"{fn}: x must be a 3-D tensor (B, C, L), got "
                            f"{list(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
     B, C, L = x.shape
-    if L < 1:
-        raise RuntimeError(f"{fn}: x must have length >= 1, got shape {list(x.shape)}")
+    if L < 1 or C < 1:
+        raise RuntimeError(f"{fn}: x must have length >= 1 and channels >= 1, got shape {list(x.shape)}")
     dilation = _dilation(dilation, fn)
     w2 = _weight_2d(weight, C, fn)
     activation, act = _activation_code(activation, fn)
@@ -169,9 +169,9 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
       (cache_seqlens - 1) mod S and new token i is written at (cache_seqlens + i) mod S (the caller advances
       cache_seqlens, as with causal-conv1d).
     state_indices (B,) int32: batch row b uses conv_state[state_indices[b]] (continuous batching; rows may
-      then differ from B). A negative index marks a padding row: its output is zero and no cache row is
-      touched. An index >= rows is an error (checked eagerly; inside CUDA-graph capture or torch.compile it is
-      not checked and such a row is treated as padding).
+      then differ from B). An index outside [0, rows) marks a padding row (-1, as vLLM's pad slot): its output
+      is zero and no cache row is touched. Checking the indices would take a device sync per step, so they
+      are not checked; the other entries must be distinct (two batch rows updating one cache row race).
     No host synchronisation inside the op: it can be captured in a CUDA graph.
     """
     fn = "causal_conv1d_update"
@@ -180,6 +180,8 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
     single = x.dim() == 2
     x3 = x.unsqueeze(2) if single else x
     B, C, T = x3.shape
+    if C < 1:
+        raise RuntimeError(f"{fn}: x must have channels >= 1, got shape {list(x.shape)}")
     dilation = _dilation(dilation, fn)
     w2 = _weight_2d(weight, C, fn)
     activation, act = _activation_code(activation, fn)
@@ -193,12 +195,8 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
     if cache_seqlens is not None:
         _check_int32(cache_seqlens, "cache_seqlens", (B,), x, fn)
     if state_indices is not None:
+        # not range-checked here: that would cost a device sync per decode step (see the docstring)
         _check_int32(state_indices, "state_indices", (B,), x, fn)
-        rows = conv_state.shape[0]
-        checking = not torch.compiler.is_compiling() and not (
-            x.is_cuda and torch.cuda.is_current_stream_capturing())
-        if checking and B > 0 and bool((state_indices >= rows).any()):
-            raise RuntimeError(f"{fn}: state_indices has entries >= {rows}, the rows of conv_state")
     elif conv_state.shape[0] != B:
         raise RuntimeError(f"{fn}: conv_state has {conv_state.shape[0]} rows for a batch of {B} "
                            f"(pass state_indices to pick rows)")
