@@ -597,6 +597,32 @@ def test_cuda_decode_activations_weight_dtypes(activation, w_dtype, K, poison_ou
 
 
 @pytest.mark.cuda
+@pytest.mark.large
+@pytest.mark.parametrize("layout_kind", ["bcl", "blc"])
+def test_cuda_packed_call_over_2_pow_31_elements(layout_kind, poison_outputs):
+    """x, y and dx of 2.2e9 elements (every index past int32): the seq_idx kernels forward and backward, against
+    float64 on a few whole channels (channels are independent), every element written (poisoned outputs)."""
+    B, C, L, K = 2, 16_400, 65_600, 4
+    g = gen("cuda")
+    x = layout(torch.randn(B, C, L, device="cuda", generator=g, dtype=torch.bfloat16), layout_kind)
+    w = rand((C, K), torch.bfloat16, "cuda", g, scale=0.5)
+    st = rand((B, C, K - 1), torch.bfloat16, "cuda", g)
+    seq = rand_seq(B, L, gen(), "cuda", min_runs=5)
+    xr, wr, sr = x.detach().requires_grad_(), w.clone().requires_grad_(), st.clone().requires_grad_()
+    y = convkit.causal_conv1d(xr, wr, None, initial_state=sr, seq_idx=seq)
+    assert y.numel() > 2**31 and not torch.isnan(y).any()
+    dy = torch.randn(y.shape, device="cuda", generator=g, dtype=torch.bfloat16)
+    y.backward(dy)
+    assert not torch.isnan(xr.grad).any()
+    chans = [0, 1, C // 2, C - 1]
+    ref = reference(x[:, chans], w[chans], None, 1, st[:, chans], seq, None, dy[:, chans])
+    assert_close(y[:, chans], ref[0], torch.bfloat16, "forward")
+    assert_close(xr.grad[:, chans], ref[1], torch.bfloat16, "grad_input")
+    assert_close(wr.grad[chans], ref[2], torch.bfloat16, "grad_weight")
+    assert_close(sr.grad[:, chans], ref[4], torch.bfloat16, "grad_initial_state")
+
+
+@pytest.mark.cuda
 def test_cuda_opcheck_causal_ops():
     g = gen("cuda")
     f32 = dict(dtype=torch.float32, device="cuda", g=g)
