@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -443,6 +444,25 @@ def test_kernel_update_function_on_cpu(harness, K, dilation, extra, T, circular)
         torch.testing.assert_close(got, tail[i])
     for r in set(range(rows)) - {int(idx[i]) for i in live}:
         assert torch.equal(state[r], before[r]), f"cache row {r} changed"
+
+
+def test_kernel_file_under_cpu_emulation(tmp_path):
+    """csrc/kernels/causal_conv1d.cu itself (not only its element functions) compiled for the CPU under an
+    emulated CUDA thread model (ci/emulate_causal: a std::thread per CUDA thread, block barriers, shuffles),
+    a tenth of its cases against float64 torch: forward, backward (several grad-weight splits, both block
+    shapes), update."""
+    build = os.path.join(ROOT, "ci", "emulate_causal", "build.py")
+    if not os.path.isfile(build):
+        pytest.skip("tests run outside the source tree")
+    if shutil.which("g++") is None:
+        pytest.skip("no g++")
+    res = subprocess.run([sys.executable, build, str(tmp_path / "emu")], capture_output=True, text=True)
+    if res.returncode == 3:
+        pytest.skip("no CUDA headers to compile the kernel file against")
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "emulate_causal", "run_emu.py"),
+                          str(tmp_path / "emu" / "emu.so"), "0.1"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0 and "fails: 0" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
 
 
 # ---- CUDA ----------------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ slots; blocks one after another), and each `kernel<<<grid, block, 0, stream>>>(a
 the file is rewritten into `emu_launch(grid, block, [&] { kernel(args); });`. driver.cpp fills CausalParams
 as dispatch.cpp does.
 
-    python ci/emulate_causal/build.py            # -> /tmp/convkit_emu/emu.so
+    python ci/emulate_causal/build.py [OUT_DIR]  # -> /tmp/convkit_emu/emu.so (exit status 3: no CUDA headers)
     python ci/emulate_causal/run_emu.py /tmp/convkit_emu/emu.so
 
-Slow (hundreds of threads per block), so not part of the test suite: it is for sessions without a GPU.
+Slow (hundreds of threads per block): the whole run takes minutes; tests/test_causal.py runs a tenth of it.
 """
+import glob
 import os
 import re
 import shutil
@@ -37,9 +38,11 @@ def main():
         open(path, "w").write(src)
     for f in ("shim.h", "driver.cpp"):
         shutil.copy(os.path.join(HERE, f), OUT)
-    cuda_inc = next((d for d in (os.path.join(CUDA, "include"), "/usr/local/cuda-13.0/include")
-                     if os.path.isfile(os.path.join(d, "cuda_runtime.h"))), None)
-    assert cuda_inc, "CUDA headers not found (set CUDA_HOME)"
+    candidates = [os.path.join(CUDA, "include")] + sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True)
+    cuda_inc = next((d for d in candidates if os.path.isfile(os.path.join(d, "cuda_runtime.h"))), None)
+    if cuda_inc is None:
+        print("CUDA headers not found (set CUDA_HOME)", file=sys.stderr)
+        sys.exit(3)
     cmd = ["g++", "-O1", "-std=c++20", "-shared", "-fPIC", "-include", "shim.h", "-I", cuda_inc, "-I", "csrc",
            "driver.cpp", "-o", "emu.so", "-pthread"]
     subprocess.run(cmd, cwd=OUT, check=True)

@@ -4,7 +4,9 @@ too), layouts, states, seq_idx, K / dilation and activations, a random quarter o
 update (linear / circular, state_indices with padding rows, T > S) against the package's CPU update, which
 tests/test_causal.py checks against the full conv. Exit status 1 on any failure.
 
-    PYTHONPATH=python python ci/emulate_causal/run_emu.py /tmp/convkit_emu/emu.so
+    PYTHONPATH=python python ci/emulate_causal/run_emu.py /tmp/convkit_emu/emu.so [FRACTION]
+
+FRACTION (default 1) scales the share of cases run: tests/test_causal.py runs 0.1 of them in CI.
 """
 import ctypes, itertools, os, random, sys
 import torch, torch.nn.functional as F
@@ -12,6 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 from test_causal import ref_packed, ref_causal, reference, rand_seq, layout, gen
 from convkit import causal as ck
 lib = ctypes.CDLL(sys.argv[1] if len(sys.argv)>1 else "./emu.so")
+# the share of the case product to run (the same cases for the same fraction): 1 = the default quarter
+FRACTION = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
 DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 def P(t): return None if t is None else ctypes.c_void_p(t.data_ptr())
@@ -38,7 +42,7 @@ for dt, wfp32, lay, with_state, packed, (K, d), (B, C, L), act, nsm in itertools
         [torch.float32, torch.bfloat16, torch.float16, torch.float64], [False, True], ["bcl", "blc", "strided"],
         [False, True], [False, True], [(1, 1), (4, 1), (3, 2), (5, 3)], [(2, 3, 1100), (1, 5, 37)], [0, 2, 3], [1, 4]):
     if wfp32 and dt in (torch.float32, torch.float64): continue
-    if random.Random(cases).random() > 0.25: cases += 1; continue
+    if random.Random(cases).random() > 0.25 * FRACTION: cases += 1; continue
     cases += 1
     wd = torch.float32 if wfp32 else dt
     halo = (K - 1) * d
@@ -75,7 +79,7 @@ for dt, wfp32, circ, withidx, (K, d, extra), T, slay, act in itertools.product(
         [torch.float32, torch.bfloat16, torch.float64], [False, True], [False, True], [False, True],
         [(4, 1, 0), (4, 1, 3), (3, 2, 1), (1, 1, 1), (2, 1, 0)], [1, 3, 7], ["bcl", "blc"], [0, 2]):
     if wfp32 and dt != torch.bfloat16: continue
-    if random.Random(1000 + ucases).random() > 0.3: ucases += 1; continue
+    if random.Random(1000 + ucases).random() > 0.3 * FRACTION: ucases += 1; continue
     ucases += 1
     wd = torch.float32 if wfp32 else dt
     B, C = 4, 5
