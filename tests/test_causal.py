@@ -121,15 +121,19 @@ def test_matches_causal_conv_on_cpu(K, dilation):
                                ref_causal(x, w, b, dilation, activation="silu"))
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("packed", [False, True], ids=["plain", "packed"])
 @pytest.mark.parametrize("K,dilation,chunks", [(4, 1, (5, 1, 9, 25)), (3, 2, (2, 2, 3, 33)), (31, 1, (10, 30))])
-def test_chunks_with_carried_state_equal_one_call(K, dilation, chunks, packed):
+def test_chunks_with_carried_state_equal_one_call(K, dilation, chunks, packed, device):
+    """On CUDA in fp32: the plain chunks run the depthwise kernels ([state, x], no padding), the whole call
+    conv1d's causal padding; the packed ones the seq_idx kernels."""
     g = gen()
     B, C, L = 3, 4, sum(chunks)
-    x, w, b = rand((B, C, L), g=g), rand((C, K), g=g), rand((C,), g=g)
-    seq = rand_seq(B, L, g) if packed else None
+    dt = torch.float64 if device == "cpu" else torch.float32
+    x, w, b = (rand(s, g=g).to(device, dt) for s in ((B, C, L), (C, K), (C,)))
+    seq = rand_seq(B, L, g).to(device) if packed else None
     whole = convkit.causal_conv1d(x, w, b, activation="silu", seq_idx=seq, dilation=dilation)
-    outs, state, start = [], rand((B, C, (K - 1) * dilation), g=g) * 0, 0
+    outs, state, start = [], torch.zeros(B, C, (K - 1) * dilation, dtype=dt, device=device), 0
     for n in chunks:
         sl = slice(start, start + n)
         part_seq = None if seq is None else seq[:, sl].contiguous()
