@@ -548,6 +548,27 @@ def test_cuda_fp32_weights_and_fp64(dtype):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("wanted", ["x", "weight", "bias", "state", "weight_bias"])
+@pytest.mark.parametrize("K", [3, 20])
+def test_cuda_packed_call_computes_only_the_gradients_asked_for(wanted, K, poison_outputs):
+    """Each gradient alone (the backward's kernels run for what is needed: a bias alone, weights without bias)."""
+    x, w, b, st, seq = cuda_case(2, 40, 123, K, torch.float32, 1, "blc", True, True)
+    names = ("x", "weight", "bias", "state")
+    leaves = [t.detach().requires_grad_(n in wanted.split("_")) for t, n in zip((x, w, b, st), names)]
+    y = convkit.causal_conv1d(leaves[0], leaves[1], leaves[2], activation="gelu", initial_state=leaves[3],
+                              seq_idx=seq)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    refs = dict(zip(names, reference(x, w, b, 1, st, seq, "gelu", dy)[1:]))
+    for leaf, n in zip(leaves, names):
+        if n in wanted.split("_"):
+            terms = dy.double().pow(2).sum(dim=(0, 2)).sqrt() if n == "bias" else None
+            assert_close(leaf.grad, refs[n], torch.float32, f"grad {n}", terms=terms)
+        else:
+            assert leaf.grad is None
+
+
+@pytest.mark.cuda
 def test_cuda_chunked_equals_whole_and_grad_weight_is_deterministic():
     x, w, b, _, seq = cuda_case(4, 64, 1000, 4, torch.bfloat16, 1, "bcl", False, True)
     whole = convkit.causal_conv1d(x, w, b, activation="silu", seq_idx=seq)

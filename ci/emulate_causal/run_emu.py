@@ -40,7 +40,7 @@ g = gen(seed=1)
 cases = 0
 for dt, wfp32, lay, with_state, packed, (K, d), (B, C, L), act, nsm in itertools.product(
         [torch.float32, torch.bfloat16, torch.float16, torch.float64], [False, True], ["bcl", "blc", "strided"],
-        [False, True], [False, True], [(1, 1), (4, 1), (3, 2), (5, 3)], [(2, 3, 1100), (1, 5, 37)], [0, 2, 3], [1, 4]):
+        [False, True], [False, True], [(1, 1), (4, 1), (3, 2), (5, 3), (17, 1)], [(2, 3, 1100), (1, 5, 37)], [0, 2, 3], [1, 4]):
     if wfp32 and dt in (torch.float32, torch.float64): continue
     if random.Random(cases).random() > 0.25 * FRACTION: cases += 1; continue
     cases += 1

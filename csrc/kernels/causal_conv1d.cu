@@ -89,11 +89,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Block (channel group, split): CW channels x kThreads / CW position lanes; each thread sums its channel's
-// terms over the split's (b, t) positions n = begin + lane, + lanes, ... (every tap, then g for the bias),
-// then one thread per channel adds the lanes' sums in lane order: a fixed order, so deterministic. CW = 32
-// when x's channels are innermost (a warp then reads 32 consecutive channels of one position: coalesced),
-// else 1 (a warp reads 32 consecutive positions of one channel).
-template <typename T, int CW>
+// terms over the split's (b, t) positions n = begin + lane, + lanes, ... (every tap, and g for the bias), then
+// one thread per channel adds the lanes' sums in lane order: a fixed order, so deterministic. CW = 32 when
+// x's channels are innermost (a warp then reads 32 consecutive channels of one position: coalesced), else 1
+// (a warp reads 32 consecutive positions of one channel). KMAX > 0: K <= KMAX taps summed in one pass over the
+// positions, in registers; KMAX = 0: one pass per tap (any K), then one for the bias.
+template <typename T, int CW, int KMAX>
 __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const CausalParams p, const causal::Shape sh) {
   using A = typename AccOf<T>::type;
   constexpr int kLanes = kThreads / CW;
@@ -106,17 +107,9 @@ __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const Causa
     const int64_t split = blk / groups, c = (blk % groups) * CW + cl;
     int64_t begin, end;
     causal::split_range(split, p.split_len, n_total, begin, end);
-    for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {  // uniform over the block
-      if (k == K && p.grad_bias == nullptr) break;
-      A acc = A(0);
-      if (c < C) {
-        for (int64_t n = begin + lane; n < end; n += kLanes) {
-          int64_t b, t;
-          causal::div_mod(n, p.length, b, t);
-          acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
-        }
-      }
-      __syncthreads();  // the previous tap's sums have been read
+    // the lanes' sums of tap k (k == K: the bias) into the partials; called by every thread, k uniform
+    const auto finish = [&](int64_t k, A acc) {
+      __syncthreads();  // the previous sums have been read
       scratch[threadIdx.x] = acc;
       __syncthreads();
       if (lane == 0 && c < C) {
@@ -127,6 +120,42 @@ __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const Causa
         } else {
           part[p.weight_splits * C * K + split * C + c] = total;
         }
+      }
+    };
+    if constexpr (KMAX > 0) {  // launched with p.grad_w set and K <= KMAX
+      A acc[KMAX + 1];
+#pragma unroll
+      for (int k = 0; k <= KMAX; ++k) acc[k] = A(0);
+      if (c < C) {
+        for (int64_t n = begin + lane; n < end; n += kLanes) {
+          int64_t b, t;
+          causal::div_mod(n, p.length, b, t);
+          const A gv = src.g(b, c, t);
+          const int32_t q = causal::seq_of(src, sh, b, t);
+#pragma unroll
+          for (int k = 0; k < KMAX; ++k) {
+            if (k < K) acc[k] += gv * causal::input_value<A>(src, sh, b, c, t - (K - 1 - k) * sh.dilation, q);
+          }
+          acc[KMAX] += gv;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < KMAX; ++k) {
+        if (k < K) finish(k, acc[k]);
+      }
+      if (p.grad_bias != nullptr) finish(K, acc[KMAX]);
+    } else {
+      for (int64_t k = p.grad_w != nullptr ? 0 : K; k <= K; ++k) {
+        if (k == K && p.grad_bias == nullptr) break;
+        A acc = A(0);
+        if (c < C) {
+          for (int64_t n = begin + lane; n < end; n += kLanes) {
+            int64_t b, t;
+            causal::div_mod(n, p.length, b, t);
+            acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
+          }
+        }
+        finish(k, acc);
       }
     }
   }
@@ -191,10 +220,25 @@ cudaError_t launch_causal_conv1d_bwd(const CausalParams& p, cudaStream_t stream)
     }
     if (p.grad_w != nullptr || p.grad_bias != nullptr) {
       const int64_t cw = weight_channels_per_block(p), blocks = ceil_div(p.channels, cw) * p.weight_splits;
+      const unsigned grid = grid_for(blocks, p.num_sms, 8);
+      // one pass over the positions for K <= 4 (Mamba's) and K <= 16; one per tap above that or for a bias alone
+      const int kmax = p.grad_w == nullptr ? 0 : p.kernel_size <= 4 ? 4 : p.kernel_size <= 16 ? 16 : 0;
       if (cw == 32) {
-        causal_bwd_weight_kernel<scalar_t, 32><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+        if (kmax == 4) {
+          causal_bwd_weight_kernel<scalar_t, 32, 4><<<grid, kThreads, 0, stream>>>(p, sh);
+        } else if (kmax == 16) {
+          causal_bwd_weight_kernel<scalar_t, 32, 16><<<grid, kThreads, 0, stream>>>(p, sh);
+        } else {
+          causal_bwd_weight_kernel<scalar_t, 32, 0><<<grid, kThreads, 0, stream>>>(p, sh);
+        }
       } else {
-        causal_bwd_weight_kernel<scalar_t, 1><<<grid_for(blocks, p.num_sms, 8), kThreads, 0, stream>>>(p, sh);
+        if (kmax == 4) {
+          causal_bwd_weight_kernel<scalar_t, 1, 4><<<grid, kThreads, 0, stream>>>(p, sh);
+        } else if (kmax == 16) {
+          causal_bwd_weight_kernel<scalar_t, 1, 16><<<grid, kThreads, 0, stream>>>(p, sh);
+        } else {
+          causal_bwd_weight_kernel<scalar_t, 1, 0><<<grid, kThreads, 0, stream>>>(p, sh);
+        }
       }
       const int64_t n_w = p.channels * p.kernel_size;
       const int64_t n = (p.grad_w != nullptr ? n_w : 0) + (p.grad_bias != nullptr ? p.channels : 0);
