@@ -122,11 +122,14 @@ def test_matches_causal_conv_on_cpu(K, dilation):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-@pytest.mark.parametrize("packed", [False, True], ids=["plain", "packed"])
+@pytest.mark.parametrize("packed", ["plain", "plain_direct", "packed"])
 @pytest.mark.parametrize("K,dilation,chunks", [(4, 1, (5, 1, 9, 25)), (3, 2, (2, 2, 3, 33)), (31, 1, (10, 30))])
-def test_chunks_with_carried_state_equal_one_call(K, dilation, chunks, packed, device):
-    """On CUDA in fp32: the plain chunks run the depthwise kernels ([state, x], no padding), the whole call
-    conv1d's causal padding; the packed ones the seq_idx kernels."""
+def test_chunks_with_carried_state_equal_one_call(K, dilation, chunks, packed, device, monkeypatch):
+    """On CUDA in fp32: the plain chunks run the depthwise kernels ([state, x], no padding; plain_direct: the
+    direct kernels, CONVKIT_CAUSAL_STATE=direct), the whole call conv1d's causal padding; the packed ones the
+    seq_idx kernels."""
+    monkeypatch.setenv("CONVKIT_CAUSAL_STATE", "direct" if packed == "plain_direct" else "copy")
+    packed = packed == "packed"
     g = gen()
     B, C, L = 3, 4, sum(chunks)
     dt = torch.float64 if device == "cpu" else torch.float32
@@ -530,11 +533,12 @@ def test_cuda_packed_call_matches_float64(K, dtype, layout_kind, poison_outputs)
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("with_state,packed", [(False, False), (True, False), (False, True)],
-                         ids=["depthwise_kernels", "state_prepended", "packed_no_state"])
+@pytest.mark.parametrize("route", ["depthwise_kernels", "state_prepended", "state_direct", "packed_no_state"])
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("K,dilation", [(4, 1), (3, 2), (15, 1), (5, 4)])
-def test_cuda_each_route_matches_float64(K, dilation, activation, with_state, packed, poison_outputs):
+def test_cuda_each_route_matches_float64(K, dilation, activation, route, poison_outputs, monkeypatch):
+    monkeypatch.setenv("CONVKIT_CAUSAL_STATE", "direct" if route == "state_direct" else "copy")
+    with_state, packed = route.startswith("state"), route == "packed_no_state"
     x, w, b, st, seq = cuda_case(3, 16, 211, K, torch.bfloat16, dilation, "bcl", with_state, packed)
     check_cuda_call(x, w, b, st, seq, dilation, activation, torch.bfloat16)
 
@@ -689,6 +693,7 @@ def test_cuda_streaming_benchmark_runs_small():
     from convkit import bench_streaming
 
     rows = bench_streaming.update_rows(batches=(2,)) + bench_streaming.chunk_rows(B=1, L=256)
-    assert {r["case"] for r in rows} == {"update_B2", "update_B2[graph]", "chunk_state", "chunk_packed"}
+    assert {r["case"] for r in rows} == {"update_B2", "update_B2[graph]", "chunk_state", "chunk_state_direct",
+                                        "chunk_packed"}
     for r in rows:
         assert r["convkit_ms"] > 0 and r["torch_ms"] > 0 and r["floor_ms"] > 0, r

@@ -8,12 +8,15 @@ Rows as convkit.bench's (same keys, family "streaming"; torch timed in the same 
                        servers run them).
   chunk_state          one chunk of a chunked causal call, B 8, C 4096, 2048 positions, K 4, SiLU, with the
                        initial state and the final state, fwd and fwd+bwd; torch: F.conv1d over [state, x]
-                       and the state sliced off x.
+                       and the state sliced off x. chunk_state_direct: the same call on the direct kernels
+                       (CONVKIT_CAUSAL_STATE=direct) instead of [state, x] copied for the depthwise kernels.
   chunk_packed         the same chunk with seq_idx (4 packed sequences per row); torch: the masked sum over
                        taps, the only way to write it in torch.
 Floors: bytes / 4.26 TB/s (../shared/PERFORMANCE.md); update: x, y, the state read and written, weights;
 chunk fwd: x, y, state, final state, weights; fwd+bwd adds dy, dx and the state's grad.
 """
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -99,13 +102,17 @@ def chunk_rows(B=8, L=2048):
     esize = 2
     fwd_bytes = esize * (2 * B * C * L + 2 * B * C * (K - 1) + C * K + C)
     bwd_bytes = fwd_bytes + esize * (2 * B * C * L + B * C * (K - 1))
-    for name, ck, th in (("chunk_state", ck_state, th_state), ("chunk_packed", ck_packed, th_packed)):
+    kernels = {"chunk_state": "[state, x] copy + conv1d depthwise", "chunk_state_direct": "causal_conv1d direct",
+               "chunk_packed": "causal_conv1d direct (seq_idx)"}
+    for name, ck, th in (("chunk_state", ck_state, th_state), ("chunk_state_direct", ck_state, th_state),
+                         ("chunk_packed", ck_packed, th_packed)):
+        # the state's two routes: CONVKIT_CAUSAL_STATE (convkit/causal.py), read at every call
+        os.environ["CONVKIT_CAUSAL_STATE"] = "direct" if name == "chunk_state_direct" else "copy"
         y_ck, y_th = ck()[0].float(), th()[0].float()
         err = ((y_ck - y_th).norm() / y_th.norm()).item()
         assert err < 2e-2, f"{name}: convkit and torch differ (relative {err})"
         with torch.no_grad():
-            rows.append(_row(name, "fwd", time_ms(ck), time_ms(th), fwd_bytes, "eager",
-                             "conv1d depthwise" if name == "chunk_state" else "causal_conv1d_fwd"))
+            rows.append(_row(name, "fwd", time_ms(ck), time_ms(th), fwd_bytes, "eager", kernels[name]))
         for t in (x, w, b, state):
             t.requires_grad_(True)
         dy = torch.randn_like(x)
@@ -119,10 +126,11 @@ def chunk_rows(B=8, L=2048):
             return run
 
         rows.append(_row(name, "fwdbwd", time_ms(step(ck)), time_ms(step(th)), bwd_bytes, "eager",
-                         "conv1d depthwise fwd + bwd" if name == "chunk_state" else "causal_conv1d_fwd + bwd"))
+                         kernels[name] + ", fwd + bwd"))
         for t in (x, w, b, state):
             t.requires_grad_(False)
             t.grad = None
+    os.environ.pop("CONVKIT_CAUSAL_STATE", None)
     return rows
 
 

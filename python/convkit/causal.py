@@ -9,12 +9,13 @@ sequences and a one-step decode update.
 Where each call runs (CUDA):
   * no seq_idx, no initial_state: convkit.conv1d with causal padding (the depthwise kernels);
   * initial_state, no seq_idx: the state placed in front of x (one copy), then the same depthwise kernels
-    with no padding;
+    with no padding (CONVKIT_CAUSAL_STATE=direct: the direct kernels below instead);
   * seq_idx: convkit::causal_conv1d_forward / _backward (csrc/kernels/causal_conv1d.cu), direct kernels that
     read the state and mask other sequences;
   * the update: convkit::causal_conv1d_update (same file).
 CPU tensors run the same semantics in torch (the conv through torch's convolution).
 """
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -85,6 +86,13 @@ def _check_state(t, name, shape, x, fn):
         raise RuntimeError(f"{fn}: {name} must have shape {list(shape)}, got {list(t.shape)}")
 
 
+def _direct_state_route():
+    """CONVKIT_CAUSAL_STATE=direct (read at every call): a call with an initial state and no seq_idx runs the
+    direct kernels of the seq_idx route, which read the state where it is, instead of the default ("copy"):
+    [state, x] copied once, then the depthwise kernels. For timing one against the other."""
+    return os.environ.get("CONVKIT_CAUSAL_STATE", "copy") == "direct"
+
+
 def _prepend(state, x):
     """[state, x] along L, in x's layout (a (B, L, C) x gives (B, L, C) memory, so the depthwise kernels keep it)."""
     if _is_blc(x):
@@ -144,7 +152,7 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, acti
     if seq_idx is not None:
         _check_int32(seq_idx, "seq_idx", (B, L), x, fn)
 
-    if seq_idx is not None:
+    if seq_idx is not None or (initial_state is not None and halo > 0 and _direct_state_route()):
         y = CausalConv1dFunction.apply(x, w2, bias, initial_state, seq_idx, dilation, act)
     elif initial_state is None or halo == 0:
         y = conv1d(x, w2.unsqueeze(1), bias, 1, "causal", dilation, C, activation)
@@ -219,6 +227,8 @@ def _cpu_taps(x, w2, state, seq_idx, dilation):
     ct = _compute_dtype(x, w2)
     pre = state.to(ct) if state is not None else x.new_zeros((B, C, halo), dtype=ct)
     xe = torch.cat([pre, x.to(ct)], dim=2)
+    if seq_idx is None:  # one sequence (the direct route of a call with an initial state)
+        return xe, [torch.ones((B, 1, L), dtype=torch.bool, device=x.device)] * K
     se = torch.cat([seq_idx[:, :1].expand(B, halo), seq_idx], dim=1)
     keeps = [(se[:, k * dilation:k * dilation + L] == seq_idx).unsqueeze(1) for k in range(K)]
     return xe, keeps
@@ -260,7 +270,7 @@ def _cpu_masked_backward(grad_out, x, w2, bias, state, seq_idx, dilation, act):
 
 @torch.library.custom_op("convkit::causal_conv1d_forward", mutates_args=())
 def causal_conv1d_forward(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_state: Optional[Tensor],
-                          seq_idx: Tensor, dilation: int, activation: int) -> Tensor:
+                          seq_idx: Optional[Tensor], dilation: int, activation: int) -> Tensor:
     if x.is_cuda:
         return require_cuda_ext().causal_conv1d_forward(x, weight, bias, initial_state, seq_idx, dilation, activation)
     out = _like_x(x)
@@ -275,7 +285,7 @@ def _(x, weight, bias, initial_state, seq_idx, dilation, activation):
 
 @torch.library.custom_op("convkit::causal_conv1d_backward", mutates_args=())
 def causal_conv1d_backward(grad_out: Tensor, x: Tensor, weight: Tensor, bias: Optional[Tensor],
-                           initial_state: Optional[Tensor], seq_idx: Tensor, dilation: int, activation: int,
+                           initial_state: Optional[Tensor], seq_idx: Optional[Tensor], dilation: int, activation: int,
                            need_x: bool, need_w: bool, need_b: bool,
                            need_state: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     if x.is_cuda:
@@ -304,7 +314,8 @@ def _(grad_out, x, weight, bias, initial_state, seq_idx, dilation, activation, n
 
 
 class CausalConv1dFunction(torch.autograd.Function):
-    """Differentiates convkit::causal_conv1d_forward (the seq_idx call) with convkit::causal_conv1d_backward."""
+    """Differentiates convkit::causal_conv1d_forward (the seq_idx call, or a state without seq_idx on the direct
+    route) with convkit::causal_conv1d_backward."""
 
     @staticmethod
     def forward(x, weight, bias, initial_state, seq_idx, dilation, activation):
