@@ -321,6 +321,11 @@ def test_opcheck_causal_ops():
                               (dy, x, w, b, st, seq, 2, act, True, True, True, True))
     torch.library.opcheck(torch.ops.convkit.causal_conv1d_backward.default,
                           (dy, x, w, None, None, seq, 2, 0, False, True, False, False))
+    # (B, L, C) x: outputs in that layout, for the fake implementations too; no seq_idx (the direct state route)
+    xl = layout(x, "blc")
+    torch.library.opcheck(torch.ops.convkit.causal_conv1d_forward.default, (xl, w, b, st, None, 2, 3))
+    torch.library.opcheck(torch.ops.convkit.causal_conv1d_backward.default,
+                          (dy, xl, w, b, st, None, 2, 3, True, True, True, True))
     state = rand((3, 4, 5), torch.float32, g=g)
     torch.library.opcheck(torch.ops.convkit.causal_conv1d_update.default,
                           (rand((2, 4, 2), torch.float32, g=g), state, w, b, torch.tensor([3, 1], dtype=torch.int32),
