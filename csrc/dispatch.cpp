@@ -282,9 +282,12 @@ at::Tensor tap_major_weight(const at::Tensor& w) {
 
 // A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L) gets its output in the same
 // layout, for the channels-last kernel (python/convkit/ops.py's fake follows the same rule).
+// x (B, C, L) is a (B, L, C) tensor seen through .transpose(1, 2): channel stride 1, position stride C.
+bool is_blc(const at::Tensor& x) { return x.size(1) > 1 && x.stride(1) == 1 && x.stride(2) == x.size(1); }
+
 bool channels_last_depthwise(const at::Tensor& x, const at::Tensor& w, int64_t groups) {
   const int64_t C = x.size(1);
-  return C > 1 && groups == C && w.size(0) == C && x.stride(1) == 1 && x.stride(2) == C;
+  return groups == C && w.size(0) == C && is_blc(x);
 }
 
 // A new (B, C, L) output (the forward's y, the backward's dx): contiguous, or in (B, L, C) memory
@@ -711,15 +714,19 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
 
 namespace {
 
-// dy * activation'(z), z = conv(x) + bias recomputed by convkit's forward kernel (torch's elementwise
-// backward ops; they keep dy's layout).
-at::Tensor undo_activation(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
-                           const c10::optional<at::Tensor>& bias, int64_t stride, int64_t pl, int64_t pr,
-                           int64_t dilation, int64_t groups, int64_t activation) {
-  const at::Tensor z = conv1d_forward(x, w, bias, stride, pl, pr, dilation, groups, kActNone);
+// dy * activation'(z) for a fused activation (not kActNone), by torch's elementwise backward ops (they keep
+// dy's layout).
+at::Tensor activation_backward(const at::Tensor& dy, const at::Tensor& z, int64_t activation) {
   if (activation == kActReLU) return at::threshold_backward(dy, z, 0);
   if (activation == kActSiLU) return at::silu_backward(dy, z);
   return at::gelu_backward(dy, z, "none");
+}
+
+// dy * activation'(z), z = conv(x) + bias recomputed by convkit's forward kernel.
+at::Tensor undo_activation(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                           const c10::optional<at::Tensor>& bias, int64_t stride, int64_t pl, int64_t pr,
+                           int64_t dilation, int64_t groups, int64_t activation) {
+  return activation_backward(dy, conv1d_forward(x, w, bias, stride, pl, pr, dilation, groups, kActNone), activation);
 }
 
 }  // namespace
@@ -937,12 +944,19 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
 // depthwise kernels and never comes here.
 namespace {
 
-bool is_blc(const at::Tensor& x) { return x.size(1) > 1 && x.stride(1) == 1 && x.stride(2) == x.size(1); }
-
 void check_int32(const at::Tensor& t, const char* name, const at::Tensor& x, at::IntArrayRef shape) {
   check_device(t, name, x);
   TORCH_CHECK(t.scalar_type() == at::kInt, "convkit: ", name, " must be int32, got ", t.scalar_type());
   TORCH_CHECK(t.sizes() == shape, "convkit: ", name, " must have shape ", shape, ", got ", t.sizes());
+}
+
+// A (B, C, L)-shaped tensor's data pointer and element strides into CausalParams fields.
+template <typename Ptr>
+void bind(const at::Tensor& t, Ptr& ptr, int64_t& sb, int64_t& sc, int64_t& sl) {
+  ptr = static_cast<Ptr>(t.data_ptr());
+  sb = t.stride(0);
+  sc = t.stride(1);
+  sl = t.stride(2);
 }
 
 // x (B, C, L) and w (C, K): the params every causal launch shares (x, w, bias, sizes).
@@ -961,10 +975,7 @@ CausalParams causal_params(const at::Tensor& x, const at::Tensor& w, const c10::
   p.kernel_size = w.size(1);
   p.dilation = dilation;
   p.halo = (p.kernel_size - 1) * dilation;
-  p.x = x.data_ptr();
-  p.x_sb = x.stride(0);
-  p.x_sc = x.stride(1);
-  p.x_sl = x.stride(2);
+  bind(x, p.x, p.x_sb, p.x_sc, p.x_sl);
   p.w = w.data_ptr();
   p.w_sc = w.stride(0);
   p.w_sk = w.stride(1);
@@ -991,10 +1002,7 @@ void set_causal_inputs(CausalParams& p, const at::Tensor& x, const c10::optional
                     state->size(2) == p.halo,
                 "convkit: initial_state must have shape (", p.batch, ", ", p.channels, ", ", p.halo, "), got ",
                 state->sizes());
-    p.state = state->data_ptr();
-    p.st_sb = state->stride(0);
-    p.st_sc = state->stride(1);
-    p.st_sl = state->stride(2);
+    bind(*state, p.state, p.st_sb, p.st_sc, p.st_sl);
   }
   if (seq_idx.has_value()) {
     check_int32(*seq_idx, "seq_idx", x, {p.batch, p.length});
@@ -1018,10 +1026,7 @@ at::Tensor causal_conv1d_forward(const at::Tensor& x, const at::Tensor& w, const
   set_causal_inputs(p, x, initial_state, seq_idx);
   at::Tensor y = new_bcl_output(p.batch, p.channels, p.length, x.options(), is_blc(x));
   if (y.numel() == 0) return y;
-  p.y = y.data_ptr();
-  p.y_sb = y.stride(0);
-  p.y_sc = y.stride(1);
-  p.y_sl = y.stride(2);
+  bind(y, p.y, p.y_sb, p.y_sc, p.y_sl);
   check_launch(launch_causal_conv1d_fwd(p, current_stream()), "causal_conv1d_fwd");
   return y;
 }
@@ -1039,48 +1044,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> causal_conv1d_backwar
   TORCH_CHECK(dy.sizes() == x.sizes(), "convkit: grad_output must have shape ", x.sizes(), ", got ", dy.sizes());
   check_activation(activation);
   // g = dy * activation'(z), z recomputed by the forward kernel (torch's elementwise backward ops)
-  at::Tensor g = dy;
-  if (activation != kActNone) {
-    const at::Tensor z = causal_conv1d_forward(x, w, bias, initial_state, seq_idx, dilation, kActNone);
-    g = activation == kActReLU ? at::threshold_backward(dy, z, 0)
-        : activation == kActSiLU ? at::silu_backward(dy, z)
-                                 : at::gelu_backward(dy, z, "none");
-  }
-  p.y = g.data_ptr();
-  p.y_sb = g.stride(0);
-  p.y_sc = g.stride(1);
-  p.y_sl = g.stride(2);
+  const at::Tensor g = activation == kActNone
+                           ? dy
+                           : activation_backward(dy, causal_conv1d_forward(x, w, bias, initial_state, seq_idx,
+                                                                            dilation, kActNone), activation);
+  bind(g, p.y, p.y_sb, p.y_sc, p.y_sl);
   need_b = need_b && bias.has_value();
   need_state = need_state && initial_state.has_value();
   at::Tensor dx = need_x ? new_bcl_output(p.batch, p.channels, p.length, x.options(), is_blc(x)) : x.new_empty({0});
   at::Tensor ds = need_state ? new_output({p.batch, p.channels, p.halo}, x.options()) : x.new_empty({0});
   at::Tensor dw = need_w ? new_output({p.channels, p.kernel_size}, w.options()) : w.new_empty({0});
   at::Tensor db = need_b ? new_output({p.channels}, w.options()) : w.new_empty({0});
-  if (need_x) {
-    p.grad_x = dx.data_ptr();
-    p.gx_sb = dx.stride(0);
-    p.gx_sc = dx.stride(1);
-    p.gx_sl = dx.stride(2);
-  }
-  if (need_state && ds.numel() > 0) {
-    p.grad_state = ds.data_ptr();
-    p.gs_sb = ds.stride(0);
-    p.gs_sc = ds.stride(1);
-    p.gs_sl = ds.stride(2);
+  if (need_x) bind(dx, p.grad_x, p.gx_sb, p.gx_sc, p.gx_sl);
+  if (need_state && ds.numel() > 0) bind(ds, p.grad_state, p.gs_sb, p.gs_sc, p.gs_sl);
+  if (p.batch * p.channels * p.length == 0) {  // no output: zero gradients (dx, if any, has no element)
+    for (at::Tensor* t : {&dw, &db, &ds}) t->zero_();
+    return {dx, dw, db, ds};
   }
   at::Tensor ws;
-  if ((need_w || need_b) && p.batch * p.channels * p.length > 0) {
+  if (need_w || need_b) {
     p.grad_w = need_w ? dw.data_ptr() : nullptr;
     p.grad_bias = need_b ? db.data_ptr() : nullptr;
     const auto acc_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     ws = at::empty({plan_causal_conv1d_bwd_weight(p)}, x.options().dtype(acc_dtype));
     p.workspace = ws.data_ptr();
-  } else {  // nothing to sum (or no launch below): zero gradients
-    if (need_w) dw.zero_();
-    if (need_b) db.zero_();
-    if (need_state && p.batch * p.channels * p.length == 0) ds.zero_();
   }
-  if (p.batch * p.channels * p.length > 0) check_launch(launch_causal_conv1d_bwd(p, current_stream()), "causal_conv1d_bwd");
+  check_launch(launch_causal_conv1d_bwd(p, current_stream()), "causal_conv1d_bwd");
   return {dx, dw, db, ds};
 }
 
@@ -1101,10 +1090,7 @@ at::Tensor causal_conv1d_update(const at::Tensor& x, const at::Tensor& conv_stat
               ", got ", conv_state.sizes());
   TORCH_CHECK(state_indices.has_value() || conv_state.size(0) == p.batch, "convkit: conv_state has ",
               conv_state.size(0), " rows for a batch of ", p.batch, " (pass state_indices to pick rows)");
-  p.state = conv_state.data_ptr();
-  p.st_sb = conv_state.stride(0);
-  p.st_sc = conv_state.stride(1);
-  p.st_sl = conv_state.stride(2);
+  bind(conv_state, p.state, p.st_sb, p.st_sc, p.st_sl);
   p.state_batch = conv_state.size(0);
   p.state_len = conv_state.size(2);
   if (cache_seqlens.has_value()) {
@@ -1118,10 +1104,7 @@ at::Tensor causal_conv1d_update(const at::Tensor& x, const at::Tensor& conv_stat
     p.index_stride = state_indices->stride(0);
   }
   at::Tensor y = new_output({p.batch, p.channels, p.length}, x.options());
-  p.y = y.data_ptr();
-  p.y_sb = y.stride(0);
-  p.y_sc = y.stride(1);
-  p.y_sl = y.stride(2);
+  bind(y, p.y, p.y_sb, p.y_sc, p.y_sl);
   if (y.numel() > 0) check_launch(launch_causal_conv1d_update(p, current_stream()), "causal_conv1d_update");
   return y;
 }

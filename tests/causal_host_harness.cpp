@@ -79,7 +79,7 @@ void causal_backward(int64_t B, int64_t C, int64_t L, int64_t K, int64_t d, cons
         double part = 0;
         for (int64_t pos = begin; pos < end; ++pos) {
           int64_t b, t;
-          convkit::causal::div_mod(pos, L, b, t);
+          convkit::divmod(pos, L, b, t);
           part += k < K ? convkit::causal::weight_grad_term<double>(src, sh, b, c, t, k) : src.g(b, c, t);
         }
         total += part;

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const Causa
       if (c < C) {
         for (int64_t n = begin + lane; n < end; n += kLanes) {
           int64_t b, t;
-          causal::div_mod(n, p.length, b, t);
+          divmod(n, p.length, b, t);
           const A gv = src.g(b, c, t);
           const int32_t q = causal::seq_of(src, sh, b, t);
 #pragma unroll
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) causal_bwd_weight_kernel(const Causa
         if (c < C) {
           for (int64_t n = begin + lane; n < end; n += kLanes) {
             int64_t b, t;
-            causal::div_mod(n, p.length, b, t);
+            divmod(n, p.length, b, t);
             acc += k < K ? causal::weight_grad_term<A>(src, sh, b, c, t, k) : src.g(b, c, t);
           }
         }
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) causal_update_kernel(const CausalPar
   for (int64_t idx = blockIdx.x * int64_t{kThreads} + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * kThreads) {
     int64_t b, c;
-    causal::div_mod(idx, p.channels, b, c);
+    divmod(idx, p.channels, b, c);
     const int64_t r = causal::state_row(p.state_indices, p.index_stride, b, p.state_batch);
     const int64_t y_row = b * p.y_sb + c * p.y_sc;
     if (r < 0) {  // a padding row (continuous batching): zeros, the cache untouched
@@ -186,6 +186,23 @@ __global__ void __launch_bounds__(kThreads) causal_update_kernel(const CausalPar
 
 unsigned blocks_for(int64_t elements, int num_sms) { return grid_for(ceil_div(elements, kThreads), num_sms, 8); }
 
+// Channels per grad-weight block: 32 when x's channels are innermost, else 1 (causal_bwd_weight_kernel).
+int64_t weight_channels_per_block(const CausalParams& p) { return p.c_fastest ? 32 : 1; }
+
+// causal_bwd_weight_kernel for p: one pass over the positions for K <= 4 (Mamba's) and K <= 16; one per tap
+// above that, or for a bias gradient alone.
+template <typename T, int CW>
+void launch_bwd_weight(const CausalParams& p, const causal::Shape& sh, cudaStream_t stream) {
+  const unsigned grid = grid_for(ceil_div(p.channels, CW) * p.weight_splits, p.num_sms, 8);
+  if (p.grad_w != nullptr && p.kernel_size <= 4) {
+    causal_bwd_weight_kernel<T, CW, 4><<<grid, kThreads, 0, stream>>>(p, sh);
+  } else if (p.grad_w != nullptr && p.kernel_size <= 16) {
+    causal_bwd_weight_kernel<T, CW, 16><<<grid, kThreads, 0, stream>>>(p, sh);
+  } else {
+    causal_bwd_weight_kernel<T, CW, 0><<<grid, kThreads, 0, stream>>>(p, sh);
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_causal_conv1d_fwd(const CausalParams& p, cudaStream_t stream) {
@@ -196,9 +213,6 @@ cudaError_t launch_causal_conv1d_fwd(const CausalParams& p, cudaStream_t stream)
   })
   return cudaGetLastError();
 }
-
-// Channels per grad-weight block: 32 when x's channels are innermost, else 1 (causal_bwd_weight_kernel).
-static int64_t weight_channels_per_block(const CausalParams& p) { return p.c_fastest ? 32 : 1; }
 
 int64_t plan_causal_conv1d_bwd_weight(CausalParams& p) {
   const int64_t n_total = p.batch * p.length, chunk = 1024;
@@ -219,33 +233,15 @@ cudaError_t launch_causal_conv1d_bwd(const CausalParams& p, cudaStream_t stream)
       causal_bwd_input_kernel<scalar_t><<<blocks_for(n_in, p.num_sms), kThreads, 0, stream>>>(p, sh, lo, hi);
     }
     if (p.grad_w != nullptr || p.grad_bias != nullptr) {
-      const int64_t cw = weight_channels_per_block(p), blocks = ceil_div(p.channels, cw) * p.weight_splits;
-      const unsigned grid = grid_for(blocks, p.num_sms, 8);
-      // one pass over the positions for K <= 4 (Mamba's) and K <= 16; one per tap above that or for a bias alone
-      const int kmax = p.grad_w == nullptr ? 0 : p.kernel_size <= 4 ? 4 : p.kernel_size <= 16 ? 16 : 0;
-      if (cw == 32) {
-        if (kmax == 4) {
-          causal_bwd_weight_kernel<scalar_t, 32, 4><<<grid, kThreads, 0, stream>>>(p, sh);
-        } else if (kmax == 16) {
-          causal_bwd_weight_kernel<scalar_t, 32, 16><<<grid, kThreads, 0, stream>>>(p, sh);
-        } else {
-          causal_bwd_weight_kernel<scalar_t, 32, 0><<<grid, kThreads, 0, stream>>>(p, sh);
-        }
+      if (weight_channels_per_block(p) == 32) {
+        launch_bwd_weight<scalar_t, 32>(p, sh, stream);
       } else {
-        if (kmax == 4) {
-          causal_bwd_weight_kernel<scalar_t, 1, 4><<<grid, kThreads, 0, stream>>>(p, sh);
-        } else if (kmax == 16) {
-          causal_bwd_weight_kernel<scalar_t, 1, 16><<<grid, kThreads, 0, stream>>>(p, sh);
-        } else {
-          causal_bwd_weight_kernel<scalar_t, 1, 0><<<grid, kThreads, 0, stream>>>(p, sh);
-        }
+        launch_bwd_weight<scalar_t, 1>(p, sh, stream);
       }
-      const int64_t n_w = p.channels * p.kernel_size;
-      const int64_t n = (p.grad_w != nullptr ? n_w : 0) + (p.grad_bias != nullptr ? p.channels : 0);
-      CONVKIT_DISPATCH_PARAM_TYPE(p, scalar_t, {
-        sum_weight_bias_partials_kernel<param_t><<<grid_for(ceil_div(n, 256), p.num_sms, 8), 256, 0, stream>>>(
-            p.workspace, p.weight_splits, n_w, p.grad_w, p.channels, p.grad_bias);
-      })
+      const cudaError_t err = sum_weight_bias_partials<scalar_t>(p, p.workspace, p.weight_splits,
+                                                                 p.channels * p.kernel_size, p.channels, p.grad_w,
+                                                                 p.grad_bias, stream);
+      if (err != cudaSuccess) return err;
     }
   })
   return cudaGetLastError();

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "index_math.h"
+
 #if defined(__CUDACC__)
 #define CONVKIT_ELEM __device__ __forceinline__
 #else
@@ -32,26 +34,16 @@ struct Shape {
   bool has_state, has_seq;
 };
 
-// q = a / b, r = a % b, in 32 bits when both fit (64-bit division costs many instructions on the GPU).
-CONVKIT_ELEM void div_mod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
-  if (((a | b) >> 31) == 0) {
-    q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
-  } else {
-    q = a / b;
-  }
-  r = a - q * b;
-}
-
 // Element idx of a (B, C, n) range as (b, c, i): channels fastest when x is channels-last (coalesced there),
 // else positions fastest. The kernels' grid-stride loops visit idx = 0 .. B * C * n - 1.
 CONVKIT_ELEM void split_index(int64_t idx, int64_t C, int64_t n, bool c_fastest, int64_t& b, int64_t& c, int64_t& i) {
   int64_t rest;
   if (c_fastest) {
-    div_mod(idx, C, rest, c);
-    div_mod(rest, n, b, i);
+    divmod(idx, C, rest, c);
+    divmod(rest, n, b, i);
   } else {
-    div_mod(idx, n, rest, i);
-    div_mod(rest, C, b, c);
+    divmod(idx, n, rest, i);
+    divmod(rest, C, b, c);
   }
 }
 

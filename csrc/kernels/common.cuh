@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "../conv1d_params.h"
+#include "index_math.h"
 
 namespace convkit {
 
@@ -140,17 +141,6 @@ inline unsigned grid_for(int64_t tiles, int num_sms, int blocks_per_sm = 16) {
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 
-// q = a / b, r = a % b; in 32 bits when both fit, since 64-bit division costs many instructions
-// and tile decomposition runs once per tile.
-__device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
-  if (((a | b) >> 31) == 0) {
-    q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
-  } else {
-    q = a / b;
-  }
-  r = a - q * b;
-}
-
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The input channel depthwise output channel co reads (channel multiplier Cout / Cin), without a
@@ -186,8 +176,8 @@ inline int64_t plan_splits(int64_t want, int64_t chunks, int64_t cap, int64_t pa
 // The second half of the grad-weight split reductions: the splits x n_w fp32 weight partials summed
 // into w_out, then the splits x n_b bias partials that follow them into b_out (either output may be
 // null), in the type of the weights: T, or fp32 beside fp16/bf16 input.
-template <typename T>
-cudaError_t sum_weight_bias_partials(const Conv1dParams& p, const void* part, int64_t splits, int64_t n_w,
+template <typename T, typename Params>  // Conv1dParams or CausalParams (its w_dtype)
+cudaError_t sum_weight_bias_partials(const Params& p, const void* part, int64_t splits, int64_t n_w,
                                      int64_t n_b, void* w_out, void* b_out, cudaStream_t stream) {
   const int64_t n = (w_out != nullptr ? n_w : 0) + (b_out != nullptr ? n_b : 0);
   if (n == 0) return cudaGetLastError();

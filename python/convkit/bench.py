@@ -274,24 +274,26 @@ def main(argv=None):
     print(f"{'case':<20} {'dtype':<9} {'dir':<6} {'convkit':>9} {'torch':>9} {'speedup':>8} {'ck%flr':>7} "
           f"{'th%flr':>7}   (ms, median; speedup = torch/convkit)")
     rows = []
+
+    def save():  # rewritten as rows come, so an interrupted run keeps what it measured
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump([hdr] + rows, f, indent=1)
+
     if args.streaming:
         from .bench_streaming import run as run_streaming
 
         for r in run_streaming():
             print(fmt_row(r) + f"  ({r['timing']})", flush=True)
             rows.append(r)
+        save()
         cases = []
     for case in cases:
         for dtype in dtypes:
             for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph, args.layout):
                 print(fmt_row(r), flush=True)
                 rows.append(r)
-            if args.json:  # rewritten after every case, so an interrupted run keeps what it measured
-                with open(args.json, "w") as f:
-                    json.dump([hdr] + rows, f, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([hdr] + rows, f, indent=1)
+            save()
     if args.plot:
         plot(rows, args.plot)
     return 0

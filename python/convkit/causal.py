@@ -7,7 +7,8 @@ sequences and a one-step decode update.
   y = convkit.causal_conv1d_update(x_t, conv_state, w, b)                        # decode, state in place
 
 Where each call runs (CUDA):
-  * no seq_idx, no initial_state: convkit.conv1d with causal padding (the depthwise kernels);
+  * no seq_idx, no initial_state: convkit.conv1d's op (ops.Conv1dFunction) with causal padding, the depthwise
+    kernels (arguments checked here, once);
   * initial_state, no seq_idx: the state placed in front of x (one copy), then the same depthwise kernels
     with no padding (CONVKIT_CAUSAL_STATE=direct: the direct kernels below instead);
   * seq_idx: convkit::causal_conv1d_forward / _backward (csrc/kernels/causal_conv1d.cu), direct kernels that
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from . import ops
 from ._ext import require_cuda_ext
-from .functional import conv1d, normalize_args
+from .functional import normalize_args
 
 _ACT_ALIASES = {"swish": "silu"}
 
@@ -33,7 +34,7 @@ def _activation_code(activation, fn):
     activation = _ACT_ALIASES.get(activation, activation)
     if activation not in ops.ACTIVATIONS:
         raise ValueError(f"{fn}: activation must be one of None, 'relu', 'silu' ('swish'), 'gelu', got {activation!r}")
-    return activation, ops.ACTIVATIONS[activation]
+    return ops.ACTIVATIONS[activation]
 
 
 def _weight_2d(weight, channels, fn):
@@ -54,14 +55,11 @@ def _dilation(dilation, fn):
     return dilation
 
 
-def _is_blc(x):
-    """x is a (B, L, C) tensor seen as (B, C, L): the kernels' outputs take the same layout (dispatch.cpp is_blc)."""
-    return x.shape[1] > 1 and x.stride(1) == 1 and x.stride(2) == x.shape[1]
-
-
-def _like_x(x, shape=None):
-    B, C, L = shape if shape is not None else x.shape
-    return x.new_empty((B, L, C)).transpose(1, 2) if _is_blc(x) else x.new_empty((B, C, L))
+def _like_x(x):
+    """An empty tensor shaped like x, in the layout the kernels give outputs of x: (B, L, C) memory for a
+    (B, L, C) tensor seen as (B, C, L), else contiguous."""
+    B, C, L = x.shape
+    return x.new_empty((B, L, C)).transpose(1, 2) if ops.is_blc(x) else x.new_empty((B, C, L))
 
 
 def _check_int32(t, name, shape, x, fn):
@@ -95,7 +93,7 @@ def _direct_state_route():
 
 def _prepend(state, x):
     """[state, x] along L, in x's layout (a (B, L, C) x gives (B, L, C) memory, so the depthwise kernels keep it)."""
-    if _is_blc(x):
+    if ops.is_blc(x):
         return torch.cat([state.transpose(1, 2), x.transpose(1, 2)], dim=1).transpose(1, 2)
     return torch.cat([state, x], dim=2)
 
@@ -142,7 +140,7 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, acti
         raise RuntimeError(f"{fn}: x must have length >= 1 and channels >= 1, got shape {list(x.shape)}")
     dilation = _dilation(dilation, fn)
     w2 = _weight_2d(weight, C, fn)
-    activation, act = _activation_code(activation, fn)
+    act = _activation_code(activation, fn)
     K = w2.shape[1]
     halo = (K - 1) * dilation
     # conv1d's own checks (dtypes, devices, bias) on the depthwise call this is
@@ -154,10 +152,10 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, acti
 
     if seq_idx is not None or (initial_state is not None and halo > 0 and _direct_state_route()):
         y = CausalConv1dFunction.apply(x, w2, bias, initial_state, seq_idx, dilation, act)
-    elif initial_state is None or halo == 0:
-        y = conv1d(x, w2.unsqueeze(1), bias, 1, "causal", dilation, C, activation)
-    else:
-        y = conv1d(_prepend(initial_state, x), w2.unsqueeze(1), bias, 1, 0, dilation, C, activation)
+    elif initial_state is None or halo == 0:  # checked above: conv1d's op directly, causal padding
+        y = ops.Conv1dFunction.apply(x, w2.unsqueeze(1), bias, 1, halo, 0, dilation, C, act)
+    else:  # [state, x] without padding
+        y = ops.Conv1dFunction.apply(_prepend(initial_state, x), w2.unsqueeze(1), bias, 1, 0, 0, dilation, C, act)
     if return_final_state:
         return y, _final_state(x, initial_state, seq_idx, halo)
     return y
@@ -192,7 +190,7 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
         raise RuntimeError(f"{fn}: x must have channels >= 1, got shape {list(x.shape)}")
     dilation = _dilation(dilation, fn)
     w2 = _weight_2d(weight, C, fn)
-    activation, act = _activation_code(activation, fn)
+    act = _activation_code(activation, fn)
     halo = (w2.shape[1] - 1) * dilation
     if T >= 1:
         normalize_args(x3, w2.unsqueeze(1), bias, 1, "causal", dilation, C)
@@ -214,7 +212,7 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
 
 # ---- custom ops ---------------------------------------------------------------------------------------------
 
-def _compute_dtype(x, w2):
+def _compute_dtype(x):
     return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
 
 
@@ -224,7 +222,7 @@ def _cpu_taps(x, w2, state, seq_idx, dilation):
     B, C, L = x.shape
     K = w2.shape[1]
     halo = (K - 1) * dilation
-    ct = _compute_dtype(x, w2)
+    ct = _compute_dtype(x)
     pre = state.to(ct) if state is not None else x.new_zeros((B, C, halo), dtype=ct)
     xe = torch.cat([pre, x.to(ct)], dim=2)
     if seq_idx is None:  # one sequence (the direct route of a call with an initial state)
@@ -354,7 +352,7 @@ def _cpu_update(x, conv_state, w2, bias, cache_seqlens, state_indices, dilation,
         hist = st.gather(2, idx[:, None, :].expand(B, C, S))
     else:
         hist = st
-    ct = _compute_dtype(x, w2)
+    ct = _compute_dtype(x)
     seq = torch.cat([hist, x], dim=2).to(ct)
     w = w2.to(ct)
     z = x.new_zeros((B, C, T), dtype=ct)

@@ -30,12 +30,16 @@ def out_length(length, kernel_size, stride, pad_left, pad_right, dilation):
     return (length + pad_left + pad_right - dilation * (kernel_size - 1) - 1) // stride + 1
 
 
+def is_blc(x):
+    """x (B, C, L) is a (B, L, C) tensor seen through .transpose(1, 2) (dispatch.cpp's is_blc)."""
+    return x.shape[1] > 1 and x.stride(1) == 1 and x.stride(2) == x.shape[1]
+
+
 def channels_last_depthwise(x, weight, groups):
     """A depthwise call (multiplier 1) on a (B, L, C) tensor seen as (B, C, L): on CUDA its output has
     the same layout (the channels-last kernel writes it so). Must match dispatch.cpp's rule."""
     C = x.shape[1]
-    return (x.is_cuda and C > 1 and groups == C and weight.shape[0] == C and x.stride(1) == 1
-            and x.stride(2) == C)
+    return x.is_cuda and groups == C and weight.shape[0] == C and is_blc(x)
 
 
 def _cpu_pre_activation(x, weight, bias, stride, pad_left, pad_right, dilation, groups):
