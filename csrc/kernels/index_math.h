@@ -13,7 +13,7 @@
 namespace convkit {
 
 // q = a / b, r = a % b; in 32 bits when both fit, since 64-bit division costs many instructions
-// and tile decomposition runs once per tile.
+// (tile decomposition calls it once per tile, the causal kernels once per element).
 CONVKIT_HOST_DEVICE void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
   if (((a | b) >> 31) == 0) {
     q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
