@@ -2,7 +2,8 @@
 per run, in the order given.
 
     python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense.json \
-        benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json > BENCHMARKS.md
+        benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
+        benchmarks/h100_streaming.json > BENCHMARKS.md
 
 A run's header record may carry a "note" (what the run is, what it predates): printed under its heading.
 """

@@ -606,13 +606,13 @@ struct WeightGradChoice {
   int64_t (*plan)(Conv1dParams&);
   std::string name;
 };
-// CONVKIT_F32_WGRAD_DENSE_LIKE=1 (an experiment, read once; not yet measured): fp32 calls with one input channel
-// per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1, Cout 512) take the fp32 tile
-// grad-weight (TF32 / IEEE) instead of the generic kernel, which dense_grad_weight otherwise leaves every
-// depthwise (groups == Cin) fp32 call to. On the H200 (session 14) w2v_first's fp32 fwd+bwd took 16.5 ms against
-// torch's 5.7 (the backward ~15 ms, likely mostly the generic grad-weight: not timed alone); 16-bit fwd+bwd ~7.
+// fp32 calls with one input channel per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1,
+// Cout 512) take the fp32 tile grad-weight (TF32 / IEEE) instead of the generic kernel, which dense_grad_weight
+// otherwise leaves every depthwise (groups == Cin) fp32 call to. Measured on an H100 (session 21, one process,
+// torch 5.85 ms): w2v_first fp32 fwd+bwd 16.49 ms with the generic grad-weight, 8.40 ms with the tile kernel.
+// CONVKIT_F32_WGRAD_DENSE_LIKE=0 (read once) gives such calls the generic kernel again.
 bool f32_wgrad_dense_like() {
-  static const bool on = env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "1");
+  static const bool on = !env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "0");
   return on;
 }
 

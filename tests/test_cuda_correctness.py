@@ -82,12 +82,13 @@ def check_case(x, w, b, stride, padding, dilation, groups, dtype, activation=Non
 
 
 def run_child_script(script, marker, **env):
-    """Runs `script` in a fresh Python process with these environment variables set (convkit reads its
-    switches once per process) and the tests folder as argv[1]; it must exit 0 and print `marker`."""
+    """Runs `script` in a fresh Python process with these environment variables set (None: unset; convkit
+    reads its switches once per process) and the tests folder as argv[1]; it must exit 0 and print `marker`."""
     import subprocess
     import sys
+    child_env = {k: v for k, v in dict(os.environ, **env).items() if v is not None}
     res = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__))],
-                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+                         env=child_env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert marker in res.stdout, res.stdout
 
@@ -1280,8 +1281,8 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
                tol=TF32_REL_TOL if tf32 else None)
 
 
-# CONVKIT_F32_WGRAD_DENSE_LIKE=1 (an experiment): fp32 calls with one input channel per group and a channel
-# multiplier of 8 or more take the fp32 tile grad-weight instead of the generic one: w2v_first-like (Cin 1, stride
+# fp32 calls with one input channel per group and a channel multiplier of 8 or more take the fp32 tile
+# grad-weight (the default; CONVKIT_F32_WGRAD_DENSE_LIKE=0 sends them to the generic one): w2v_first-like (Cin 1, stride
 # 5, K 10) and a grouped one (Cin 4 in 4 groups, multiplier 16), TF32 and IEEE, all three gradients.
 F32_WGRAD_DENSE_LIKE_SCRIPT = r"""
 import sys, torch, convkit
@@ -1311,9 +1312,10 @@ print("f32 grad-weight dense-like cases passed")
 """
 
 
-def test_f32_grad_weight_dense_like_switch():
+def test_f32_grad_weight_dense_like():
+    # the default route (an inherited CONVKIT_F32_WGRAD_DENSE_LIKE is unset), poisoned outputs
     run_child_script(F32_WGRAD_DENSE_LIKE_SCRIPT, "f32 grad-weight dense-like cases passed",
-                     CONVKIT_F32_WGRAD_DENSE_LIKE="1", CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_F32_WGRAD_DENSE_LIKE=None, CONVKIT_POISON_OUTPUTS="1")
 
 
 def _round_to_tf32(t):
