@@ -4,8 +4,9 @@
 #     ONLY="w2v_k3s2 tcn kb67" bash ci/tma_experiment.sh          (variants separated by ';')
 # Per variant and per tile shape in SHAPES (CONVKIT_TMA_SHAPE values, space-separated; "-" = the kernel's own
 # table, the default): every small case (--quick: correctness), then the timed cases named in ONLY.
-# STEP=build only compiles (e.g. in the background while the package builds), STEP=run only runs the binaries
-# a build step left in /tmp; default both.
+# STEP=build only compiles (e.g. in the background while the package builds) and then writes /tmp/tx_built;
+# STEP=run waits (up to 10 min) for that file and runs the binaries the build step left in /tmp; default both.
+# (Waiting with `pgrep -f <name>` hangs when the caller's own command line holds the name: session 21.)
 OUT=${OUT:-/tmp}
 VARIANTS=${VARIANTS:--DCONVKIT_TMA_SW32=0}
 STEP=${STEP:-all}
@@ -13,11 +14,14 @@ B="nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DDC_TMA -lineinfo -diag-sup
    csrc/kernels/conv1d_fwd_dense_mma.cu csrc/kernels/conv1d_fwd_dense_wgmma.cu csrc/kernels/conv1d_fwd_dense_tma.cu"
 IFS=';' read -ra VS <<< "$VARIANTS"
 if [ "$STEP" != run ]; then
+  rm -f /tmp/tx_built
   i=0
   for v in "${VS[@]}"; do $B $v -o /tmp/tx$i > "$OUT/tx_build$i.log" 2>&1 & i=$((i+1)); done
   wait
+  touch /tmp/tx_built
 fi
 [ "$STEP" = build ] && exit 0
+for _ in $(seq 300); do [ -e /tmp/tx_built ] && break; sleep 2; done
 i=0
 for v in "${VS[@]}"; do
   if [ ! -x /tmp/tx$i ]; then echo "== variant $v: no binary"; tail -20 "$OUT/tx_build$i.log"; i=$((i+1)); continue; fi

@@ -608,8 +608,9 @@ struct WeightGradChoice {
 };
 // fp32 calls with one input channel per group and a channel multiplier of 8 or more (w2v_first_k10s5: Cin 1,
 // Cout 512) take the fp32 tile grad-weight (TF32 / IEEE) instead of the generic kernel, which dense_grad_weight
-// otherwise leaves every depthwise (groups == Cin) fp32 call to. Measured on an H100 (session 21, one process,
-// torch 5.85 ms): w2v_first fp32 fwd+bwd 16.49 ms with the generic grad-weight, 8.40 ms with the tile kernel.
+// otherwise leaves every depthwise (groups == Cin) fp32 call to. Measured (session 21): w2v_first fp32 (TF32)
+// fwd+bwd 16.49 ms with the generic grad-weight, 8.40 with the tile kernel on an H100 (torch 5.85 in the same
+// processes); on the H200 8.40 (TF32) and 9.84 (IEEE) against 16.55 / 16.57 in session 14 (torch 5.70).
 // CONVKIT_F32_WGRAD_DENSE_LIKE=0 (read once) gives such calls the generic kernel again.
 bool f32_wgrad_dense_like() {
   static const bool on = !env_equals("CONVKIT_F32_WGRAD_DENSE_LIKE", "0");
