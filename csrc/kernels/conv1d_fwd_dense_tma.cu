@@ -71,6 +71,14 @@
 #define CONVKIT_TMA_SW32 1
 #endif
 static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time (-DCONVKIT_TMA_SW32=0)");
+// Experiment (session 22): 1 makes x 64-byte rows (32 channels at one position: half the box rows of the 32-byte
+// form per channel) in the 64-byte swizzled K-major layout, read through 64B-swizzle descriptors whose start moves
+// 32 bytes into the row for a stage's second 16 channels. Needs Cin/groups % 32 == 0 and 32-channel stages (the
+// default stage then). Overrides CONVKIT_TMA_SW32.
+#ifndef CONVKIT_TMA_SW64
+#define CONVKIT_TMA_SW64 0
+#endif
+static_assert(!(CONVKIT_TMA_SW64 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
 // 1 (default) adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
 // consumer warpgroup arrives on once its wgmma calls of the slot's stage are done; the consumers then need no
 // block barrier per stage (the epilogue syncs them with a named barrier). 0: thread 0 issues after a block
@@ -101,6 +109,10 @@ using namespace tc;
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 constexpr int kMaxSlots = 8;
+// Bytes and channels of one x row in shared memory (a TMA box row: one position), and whether it is swizzled.
+constexpr int kXRow = CONVKIT_TMA_SW64 ? 64 : CONVKIT_TMA_SW32 ? 32 : 16;
+constexpr int kXRowCh = kXRow / 2;
+constexpr bool kXSwizzled = kXRow > 16;
 
 struct TmaPlan {
   int mw, nb, bm, bn, cc, ns;  // 64-row blocks per warpgroup, 128-column blocks, tile, channels per stage, slots
@@ -309,14 +321,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
-    if (CONVKIT_TMA_SW32) {  // 16-channel sets: box rows of 32 bytes
-      for (int cs = 0; cs < q.cc / 16; ++cs)
+    if (kXSwizzled) {  // kXRowCh-channel sets: box rows of kXRow bytes
+      for (int cs = 0; cs < q.cc / kXRowCh; ++cs)
         for (int seg = 0; seg < q.nseg; ++seg)
           for (int ph = 0; ph < q.nph; ++ph)
             for (int pc = 0; pc < q.npieces; ++pc) {
-              const uint32_t dst = x_dst + (cs * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 32;
+              const uint32_t dst = x_dst + (cs * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * kXRow;
               const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-              tma_load_5d(dst, &xmap, 0, chunk * (q.cc / 16) + cs, static_cast<int>(g), static_cast<int>(pos),
+              tma_load_5d(dst, &xmap, 0, chunk * (q.cc / kXRowCh) + cs, static_cast<int>(g), static_cast<int>(pos),
                           static_cast<int>(b), bar);
             }
       return;
@@ -414,24 +426,29 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int st = 0; st < steps; ++st) {
         const int k = st >> cps_shift;                      // tap of this k16 step
         const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
-        const uint32_t b_addr = CONVKIT_TMA_SW32 ? x_base + ((cg0 / 2) * q.cgs + tap_row(q, k)) * 32
-                                                 : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
+        // swizzled rows: the row set of channel cg0 * 8, and the byte offset of that channel inside its row
+        const uint32_t b_addr = kXSwizzled ? x_base + ((cg0 * 8 / kXRowCh) * q.cgs + tap_row(q, k)) * kXRow +
+                                                 (cg0 * 8 % kXRowCh) * 2
+                                           : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
+        // K-major swizzled descriptors: SBO = 8 rows, LBO unused (a k16 step lies inside one row), layout type
+        // 3 (32B swizzle) or 2 (64B swizzle) in bits 62-63
+        constexpr uint64_t kSwizzleMode = kXRow == 64 ? 2 : 3;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
           const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
-          if (CONVKIT_TMA_N256 && CONVKIT_TMA_SW32 && NB == 2) {  // one call for both 128-column halves
+          if (CONVKIT_TMA_N256 && kXSwizzled && NB == 2) {  // one call for both 128-column halves
             const uint32_t addr = b_addr;
-            const uint64_t db = wg::smem_desc(addr, 16, 256) | (uint64_t{3} << 62);
+            const uint64_t db = wg::smem_desc(addr, 16, 8 * kXRow) | (kSwizzleMode << 62);
             mma_m64n256k16<T>(&acc[mb][0][0], da, db);
             continue;
           }
 #pragma unroll
           for (int nb = 0; nb < NB; ++nb) {
             uint64_t db;
-            if (CONVKIT_TMA_SW32) {  // 32B swizzle (mode 3), SBO = 8 rows of 32 bytes, LBO unused (K = one row)
-              const uint32_t addr = b_addr + nb * 128 * 32;
-              const uint64_t base_off = CONVKIT_TMA_SW32 == 2 ? ((addr >> 7) & 7u) : 0u;
-              db = wg::smem_desc(addr, 16, 256) | (base_off << 49) | (uint64_t{3} << 62);
+            if (kXSwizzled) {
+              const uint32_t addr = b_addr + nb * 128 * kXRow;
+              const uint64_t base_off = CONVKIT_TMA_SW32 == 2 && kXRow == 32 ? ((addr >> 7) & 7u) : 0u;
+              db = wg::smem_desc(addr, 16, 8 * kXRow) | (base_off << 49) | (kSwizzleMode << 62);
             } else {
               db = wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128);
             }
@@ -729,7 +746,7 @@ bool shape_override(int& mw, int& nb, int& cc) {
   b = static_cast<int>(std::strtol(end + 1, &end, 10));
   if (*end != ',') return false;
   c = static_cast<int>(std::strtol(end + 1, &end, 10));
-  if ((a != 1 && a != 2) || (b != 1 && b != 2) || a * b > 2 || (c != 16 && c != 32)) return false;
+  if ((a != 1 && a != 2) || (b != 1 && b != 2) || a * b > 2 || (c != 16 && c != 32) || c < kXRowCh) return false;
   mw = a;
   nb = b;
   cc = c;
@@ -756,7 +773,7 @@ void plan_window(TmaPlan& q) {
 #ifdef CONVKIT_TMA_ROW_ALIGN  // experiment: 8 for the 32-byte rows too (256-byte destinations: one pattern)
   const int ra = CONVKIT_TMA_ROW_ALIGN;
 #else
-  const int ra = CONVKIT_TMA_SW32 ? 32 : 8;
+  const int ra = kXSwizzled ? 1024 / kXRow : 8;
 #endif
   const int max_rows = (256 / q.s) & ~(ra - 1);
   q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
@@ -812,7 +829,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   if (p.in_length < 1 || p.out_length < 1 || p.batch < 1) return false;  // empty x: no tensor map, no slabs
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  if (cin_g < 16 || cin_g % (CONVKIT_TMA_SW32 ? 16 : 8) != 0) return false;
+  if (cin_g < 16 || cin_g % kXRowCh != 0) return false;
   if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)
     if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 32) return false;
     return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
@@ -833,7 +850,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   q.cin_g = cin_g;
   q.cout_g = cout_g;
   const int limit = wg::smem_optin_bytes();
-  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 16;
+  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = kXRowCh > 16 ? kXRowCh : 16;
   const bool forced = shape_override(mw, nb, cc);
   // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then BN 128.
   const int tries[3][2] = {{mw, nb}, {mw, 1}, {1, 1}};
@@ -846,7 +863,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     plan_window(q);
     q.a_bytes = q.k * q.cc * q.bm * 2;
     q.x_bytes = (q.cc / 8) * q.cgs * 16;
-    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, CONVKIT_TMA_SW32 ? 1024 : 128));
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, kXSwizzled ? 1024 : 128));
     q.c_pitch = q.bn + 8;
     const int c_bytes =
         CONVKIT_TMA_DIRECT_EPILOGUE ? 0 : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
@@ -873,7 +890,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 }
 
 bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
-  const int ce = CONVKIT_TMA_SW32 ? 16 : 8;  // channels per box row
+  const int ce = kXRowCh;  // channels per box row
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(ce), static_cast<cuuint64_t>(q.cin_g / ce),
                               static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.in_length),
                               static_cast<cuuint64_t>(p.batch)};
@@ -884,7 +901,9 @@ bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
   const CUtensorMapDataType dt =
       p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const CUresult r = encode_tiled()(&map, dt, 5, p.x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CONVKIT_TMA_SW32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    kXRow == 64   ? CU_TENSOR_MAP_SWIZZLE_64B
+                                    : kXRow == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                  : CU_TENSOR_MAP_SWIZZLE_NONE,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
