@@ -71,12 +71,12 @@
 #define CONVKIT_TMA_SW32 1
 #endif
 static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time (-DCONVKIT_TMA_SW32=0)");
-// Experiment (session 22): 1 makes x 64-byte rows (32 channels at one position: half the box rows of the 32-byte
-// form per channel) in the 64-byte swizzled K-major layout, read through 64B-swizzle descriptors whose start moves
-// 32 bytes into the row for a stage's second 16 channels. Needs Cin/groups % 32 == 0 and 32-channel stages (the
-// default stage then). Overrides CONVKIT_TMA_SW32.
+// 1 (default, session 22): where Cin/groups % 32 == 0, x as 64-byte rows (32 channels at one position: half the
+// box rows of the 32-byte form per channel) in the 64-byte swizzled K-major layout, read through 64B-swizzle
+// descriptors whose start moves 32 bytes into the row for a stage's second 16 channels; 32-channel stages. Other
+// channel counts keep the 32-byte rows (the kernel's XR template argument: 32 or 64). 0: 32-byte rows only.
 #ifndef CONVKIT_TMA_SW64
-#define CONVKIT_TMA_SW64 0
+#define CONVKIT_TMA_SW64 1
 #endif
 static_assert(!(CONVKIT_TMA_SW64 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
 // 1 (default) adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
@@ -96,6 +96,13 @@ static_assert(!(CONVKIT_TMA_SW64 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #define CONVKIT_TMA_DIRECT_EPILOGUE 0
 #endif
 
+// 1 (default, session 22): the epilogue goes through one 64 x 128 band of shared memory per warpgroup, a
+// fragment at a time (2 x 17 KB instead of a BM x BN C tile: room for 32-channel stages beside it). 0: the whole
+// C tile at once.
+#ifndef CONVKIT_TMA_BANDED_EPILOGUE
+#define CONVKIT_TMA_BANDED_EPILOGUE 1
+#endif
+
 #ifndef CONVKIT_TMA_PRODUCER_WARP
 #define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
@@ -109,13 +116,16 @@ using namespace tc;
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 constexpr int kMaxSlots = 8;
-// Bytes and channels of one x row in shared memory (a TMA box row: one position), and whether it is swizzled.
-constexpr int kXRow = CONVKIT_TMA_SW64 ? 64 : CONVKIT_TMA_SW32 ? 32 : 16;
-constexpr int kXRowCh = kXRow / 2;
-constexpr bool kXSwizzled = kXRow > 16;
+constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
+constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
+// Bytes of one x row in shared memory (a TMA box row: one position): the kernel's XR, the plan's xr. 16: the
+// no-swizzle experiment (CONVKIT_TMA_SW32=0); otherwise 32 or 64 (swizzled rows, CONVKIT_TMA_SW64).
+constexpr int kXRowMin = CONVKIT_TMA_SW32 ? 32 : 16;
+constexpr int kXRowMax = CONVKIT_TMA_SW32 && CONVKIT_TMA_SW64 ? 64 : kXRowMin;
 
 struct TmaPlan {
   int mw, nb, bm, bn, cc, ns;  // 64-row blocks per warpgroup, 128-column blocks, tile, channels per stage, slots
+  int xr;                      // bytes per x row in shared memory (the kernel's XR)
   int k, s, d;
   int nseg, nph;               // x window: 1 contiguous window of S phases, or one per tap of phase 0 only
   int wq, piece_rows, npieces; // rows per (segment, phase) = npieces * piece_rows; rows per TMA load
@@ -196,6 +206,10 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
+// Barrier 2 + wgi among warpgroup wgi's 128 threads.
+__device__ __forceinline__ void warpgroup_sync(int wgi) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgi) : "memory");
+}
 // Barrier 1 among the 256 consumer threads (the producer warp does not take part).
 __device__ __forceinline__ void consumers_sync() {
   if (CONVKIT_TMA_PRODUCER_WARP) {
@@ -242,15 +256,17 @@ __device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t d
 
 // Epilogue walk over a warpgroup's (wgi) m64n128 accumulator fragments acc[mb][nb] (rows (wgi * MW + mb) * 64 ..
 // + 63, columns nb * 128 .. + 127 of the tile): f(row, co, col, v0, v1) for each pair of adjacent columns of this
-// thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated.
-// (kernels/conv1d_fwd_dense_wgmma.cu has the same walk and C-tile store inline; one copy when this kernel joins the
-// package.)
+// thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated. With
+// only_mb / only_nb >= 0 (constants in the caller's unrolled loop), only that fragment.
+// (kernels/conv1d_fwd_dense_wgmma.cu has the same walk and C-tile store inline.)
 template <typename T, int MW, int NB, typename F>
 __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, float (&acc)[MW][NB][64], int wgi, int warp,
-                                                     int lane, int64_t g, int64_t cout_g, int64_t co0, F&& f) {
+                                                     int lane, int64_t g, int64_t cout_g, int64_t co0, F&& f,
+                                                     int only_mb = -1, int only_nb = -1) {
   const int rw = (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
   for (int mb = 0; mb < MW; ++mb) {
+    if (only_mb >= 0 && mb != only_mb) continue;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
@@ -259,6 +275,7 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
       if (p.bias != nullptr && co < cout_g) bv = load_param<T>(p, p.bias, g * cout_g + co);
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb) {
+        if (only_nb >= 0 && nb != only_nb) continue;
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
           float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
@@ -273,6 +290,36 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
   }
 }
 
+// Coalesced stores of a C tile in shared memory (rows x cols 16-bit values at c_base, pitch elements per row)
+// to y rows co_first + row (those < cout_g) of group g, positions j_first + col (those < out_length): thread t of
+// nt, 8 columns (16 bytes) per unit.
+template <typename T>
+__device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout_g, uint32_t c_base, int pitch, int rows,
+                                             int cols, int t, int nt, int64_t b, int64_t g, int64_t co_first,
+                                             int64_t j_first) {
+  unsigned short* yr = static_cast<unsigned short*>(p.y);
+  const int units_row = cols >> 3;
+  const int64_t jn = p.out_length - j_first;  // valid columns of the tile
+#pragma unroll 1
+  for (int u = t; u < rows * units_row; u += nt) {
+    const int row = u / units_row, jl = (u - row * units_row) * 8;
+    const int64_t co = co_first + row;
+    if (co >= cout_g || jl >= jn) continue;
+    uint32_t w[4];
+    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(c_base + (row * pitch + jl) * 2));
+    const int64_t off = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + (j_first + jl) * p.y_stride_l;
+    if (p.y_stride_l == 1 && jl + 8 <= jn) {
+      store8_16bit(yr + off, w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+    }
+  }
+}
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -280,7 +327,7 @@ __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   return (o % q.s) * q.wq + o / q.s;
 }
 
-template <typename T, int MW, int NB>
+template <typename T, int MW, int NB, int XR>
 __global__ void __launch_bounds__(kBlockThreads, 1)
     conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
                                 const unsigned short* __restrict__ wpack) {
@@ -288,6 +335,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   __trap();  // sm_90a only
 #else
   extern __shared__ unsigned char smem_raw[];
+  constexpr int kXRow = XR, kXRowCh = XR / 2;
+  constexpr bool kXSwizzled = XR > 16;
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // TMA destinations: 128 (swizzled: 1024)-byte aligned
@@ -493,6 +542,29 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         });
         continue;  // next tile
       }
+      if (CONVKIT_TMA_BANDED_EPILOGUE) {
+        // One 64 x 128 fragment at a time per warpgroup, through the warpgroup's own band [64][kBandPitch] (the
+        // ring already holds the next tile's stages): bias + activation, rounded to T, into the band, then
+        // coalesced stores; named barrier 2 + wgi among the warpgroup's 128 threads around each.
+        const uint32_t band = base + q.c_off + wgi * kBandBytes;
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb)
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb) {
+            const int row0 = (wgi * MW + mb) * 64;
+            for_each_output_pair<T, MW, NB>(
+                p, acc, wgi, warp, lane, g, q.cout_g, co0,
+                [&](int row, int64_t, int col, float v0, float v1) {
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(band + ((row - row0) * kBandPitch + col - nb * 128) * 2),
+                               "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
+                },
+                mb, nb);
+            warpgroup_sync(wgi);
+            store_c_tile<T>(p, q.cout_g, band, kBandPitch, 64, 128, tid & 127, 128, b, g, co0 + row0, j0 + nb * 128);
+            warpgroup_sync(wgi);  // the band's next write
+          }
+        continue;  // next tile
+      }
       // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
       // already holds the next tile's stages), then coalesced stores.
       const uint32_t c_base = base + q.c_off;
@@ -502,27 +574,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
                      "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
       });
       consumers_sync();
-      unsigned short* yr = static_cast<unsigned short*>(p.y);
-      const int units_row = q.bn >> 3;
-      const int64_t jn = p.out_length - j0;  // valid columns of the tile (> 0)
-#pragma unroll 1
-      for (int u = tid; u < q.bm * units_row; u += kThreads) {
-        const int row = u / units_row, jl = (u - row * units_row) * 8;
-        const int64_t co = co0 + row;
-        if (co >= q.cout_g || jl >= jn) continue;
-        uint32_t w[4];
-        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "r"(c_base + (row * q.c_pitch + jl) * 2));
-        const int64_t off = b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + (j0 + jl) * p.y_stride_l;
-        if (p.y_stride_l == 1 && jl + 8 <= jn) {
-          store8_16bit(yr + off, w);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-            if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
-        }
-      }
+      store_c_tile<T>(p, q.cout_g, c_base, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
       // The next write of the C tile is a later tile's epilogue. With a block barrier per step nothing more is
       // needed; without (producer warp), one warpgroup may run a whole short tile ahead of the other.
       if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();
@@ -746,7 +798,7 @@ bool shape_override(int& mw, int& nb, int& cc) {
   b = static_cast<int>(std::strtol(end + 1, &end, 10));
   if (*end != ',') return false;
   c = static_cast<int>(std::strtol(end + 1, &end, 10));
-  if ((a != 1 && a != 2) || (b != 1 && b != 2) || a * b > 2 || (c != 16 && c != 32) || c < kXRowCh) return false;
+  if ((a != 1 && a != 2) || (b != 1 && b != 2) || a * b > 2 || (c != 16 && c != 32)) return false;
   mw = a;
   nb = b;
   cc = c;
@@ -773,7 +825,7 @@ void plan_window(TmaPlan& q) {
 #ifdef CONVKIT_TMA_ROW_ALIGN  // experiment: 8 for the 32-byte rows too (256-byte destinations: one pattern)
   const int ra = CONVKIT_TMA_ROW_ALIGN;
 #else
-  const int ra = kXSwizzled ? 1024 / kXRow : 8;
+  const int ra = q.xr > 16 ? 1024 / q.xr : 8;
 #endif
   const int max_rows = (256 / q.s) & ~(ra - 1);
   q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
@@ -829,7 +881,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   if (p.in_length < 1 || p.out_length < 1 || p.batch < 1) return false;  // empty x: no tensor map, no slabs
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  if (cin_g < 16 || cin_g % kXRowCh != 0) return false;
+  if (cin_g < 16 || cin_g % (kXRowMin / 2) != 0) return false;
   if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)
     if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 32) return false;
     return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
@@ -850,10 +902,14 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   q.cin_g = cin_g;
   q.cout_g = cout_g;
   const int limit = wg::smem_optin_bytes();
-  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = kXRowCh > 16 ? kXRowCh : 16;
+  // x rows of 64 bytes (32 channels) where the channels come in 32s, else 32 (16-byte rows: experiment)
+  q.xr = kXRowMax == 64 && cin_g % 32 == 0 ? 64 : kXRowMin;
+  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = q.xr == 64 ? 32 : 16;
   const bool forced = shape_override(mw, nb, cc);
-  // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then BN 128.
-  const int tries[3][2] = {{mw, nb}, {mw, 1}, {1, 1}};
+  if (cc < q.xr / 2) q.xr = kXRowMin;  // a forced 16-channel stage: 32-byte rows
+  // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then 128 x 256,
+  // 256 x 128 (w2v's 32-channel stages of 256 x 128 do not fit three times), 128 x 128.
+  const int tries[4][2] = {{mw, nb}, {1, 2}, {mw, 1}, {1, 1}};
   for (const auto& tr : tries) {
     q.mw = tr[0];
     q.nb = tr[1];
@@ -863,10 +919,11 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
     plan_window(q);
     q.a_bytes = q.k * q.cc * q.bm * 2;
     q.x_bytes = (q.cc / 8) * q.cgs * 16;
-    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, kXSwizzled ? 1024 : 128));
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, q.xr > 16 ? 1024 : 128));
     q.c_pitch = q.bn + 8;
-    const int c_bytes =
-        CONVKIT_TMA_DIRECT_EPILOGUE ? 0 : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
+    const int c_bytes = CONVKIT_TMA_DIRECT_EPILOGUE   ? 0
+                        : CONVKIT_TMA_BANDED_EPILOGUE ? 2 * kBandBytes
+                                                      : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
     const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
@@ -890,7 +947,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 }
 
 bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
-  const int ce = kXRowCh;  // channels per box row
+  const int ce = q.xr / 2;  // channels per box row
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(ce), static_cast<cuuint64_t>(q.cin_g / ce),
                               static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.in_length),
                               static_cast<cuuint64_t>(p.batch)};
@@ -901,17 +958,17 @@ bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
   const CUtensorMapDataType dt =
       p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const CUresult r = encode_tiled()(&map, dt, 5, p.x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    kXRow == 64   ? CU_TENSOR_MAP_SWIZZLE_64B
-                                    : kXRow == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                  : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    q.xr == 64   ? CU_TENSOR_MAP_SWIZZLE_64B
+                                    : q.xr == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                 : CU_TENSOR_MAP_SWIZZLE_NONE,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 
-template <typename T, int MW, int NB>
+template <typename T, int MW, int NB, int XR>
 cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
                            cudaStream_t stream) {
-  auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB>;
+  auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
@@ -919,12 +976,18 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   return cudaGetLastError();
 }
 
+template <typename T, int XR>
+cudaError_t launch_shaped(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
+                          cudaStream_t stream) {
+  if (q.mw == 2) return launch_variant<T, 2, 1, XR>(map, p, q, wpack, stream);
+  if (q.nb == 2) return launch_variant<T, 1, 2, XR>(map, p, q, wpack, stream);
+  return launch_variant<T, 1, 1, XR>(map, p, q, wpack, stream);
+}
 template <typename T>
 cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
                          cudaStream_t stream) {
-  if (q.mw == 2) return launch_variant<T, 2, 1>(map, p, q, wpack, stream);
-  if (q.nb == 2) return launch_variant<T, 1, 2>(map, p, q, wpack, stream);
-  return launch_variant<T, 1, 1>(map, p, q, wpack, stream);
+  if (kXRowMax == 64 && q.xr == 64) return launch_shaped<T, kXRowMax>(map, p, q, wpack, stream);
+  return launch_shaped<T, kXRowMin>(map, p, q, wpack, stream);
 }
 
 int64_t packed_weight_bytes(const Conv1dParams& p, const TmaPlan& q) {
