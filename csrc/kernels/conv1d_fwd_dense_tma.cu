@@ -8,6 +8,12 @@
 // Measured (H100, bf16, kernel only with channels-last x, session 15; default form: producer warp + 32-byte
 // swizzled x rows): w2v_k3s2 2.95 ms (package wgmma kernel 4.12), tcn 0.470 (0.722), kb67 1.54 (1.91,
 // mma.sync), kb76 3.95 (5.84), wavenet 0.438 (0.612), grouped_g8 0.429 (0.364: why Cout/groups > 64).
+// Session 22 (H200, same binary pair, kernel only, bf16, channels-last x, ci/tma_experiment.sh): 32-channel stages
+// with 64-byte x rows where Cin/groups % 32 == 0 (CONVKIT_TMA_SW64) and the epilogue through a 64 x 128 band per
+// warpgroup (CONVKIT_TMA_BANDED_EPILOGUE, which frees the shared memory those stages need): w2v_k3s2 3.17 -> 2.23
+// ms, tcn 0.506 -> 0.390, kb67 1.58 -> 1.45 against the session 15 form (16-channel stages, 32-byte rows, whole
+// C tile). The band alone (16-channel stages) changes little (tcn 0.48, w2v 3.17); writing y straight from the
+// accumulators instead (CONVKIT_TMA_DIRECT_EPILOGUE) costs ~1 ms on w2v (H100: 3.14 -> 4.16).
 // A (B, C, L) x is first copied into channels-last memory by the launcher (x_to_channels_last_kernel, session 17)
 // where the work per x element is high enough for that to pay (copy_pays below).
 //
@@ -29,8 +35,8 @@
 //     so a stage's weights are one cp.async.bulk.
 //   * One thread (of a ninth, producer-only warp) issues a stage's copies; an mbarrier per ring slot (expect_tx of the stage's bytes) says when
 //     it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
-//     next tile's first stages load while this tile's last ones and its epilogue run; the C tile of the
-//     epilogue has its own shared memory for that reason.
+//     next tile's first stages load while this tile's last ones and its epilogue run; the epilogue's band of
+//     each warpgroup has its own shared memory for that reason.
 // Each step: wait for stage s, issue its wgmma calls (m64n128k16, both operands in shared memory, as in the
 // wgmma kernel), wait for stage s - 1's calls, release stage s - 1's slot (an "empty" mbarrier the producer
 // waits on before refilling it with stage s - 1 + NS).
@@ -869,6 +875,45 @@ Conv1dParams channels_last_view(const Conv1dParams& p, void* xbuf, int64_t batch
   return v;
 }
 
+// The first tile shape that fits (three or more ring slots) for q.xr and cc channels per stage, of the two-block
+// shapes (wide: (mw, nb) first, then BM 128 x BN 256, 256 x 128; w2v's 32-channel stages of 256 x 128 do not fit
+// three times) or the 128 x 128 one (!wide: one wgmma per k16 step and warpgroup, about 1.6x slower, session 15);
+// only (mw, nb) when forced. Fills the rest of q.
+bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int limit, const Conv1dParams& p) {
+  const int tries[4][2] = {{mw, nb}, {1, 2}, {mw, 1}, {1, 1}};
+  for (const auto& tr : tries) {
+    if (forced ? (tr[0] != mw || tr[1] != nb) : wide != (tr[0] * tr[1] == 2)) continue;
+    q.mw = tr[0];
+    q.nb = tr[1];
+    q.cc = cc;
+    q.bm = 128 * q.mw;
+    q.bn = 128 * q.nb;
+    plan_window(q);
+    q.a_bytes = q.k * q.cc * q.bm * 2;
+    q.x_bytes = (q.cc / 8) * q.cgs * 16;
+    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, q.xr > 16 ? 1024 : 128));
+    q.c_pitch = q.bn + 8;
+    const int c_bytes = CONVKIT_TMA_DIRECT_EPILOGUE   ? 0
+                        : CONVKIT_TMA_BANDED_EPILOGUE ? 2 * kBandBytes
+                                                      : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
+    if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
+    if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
+    const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
+    q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
+    if (q.ns > 6) q.ns = 6;
+    if (q.ns < 3) continue;
+    q.c_off = q.ns * q.stage_bytes;
+    q.bar_off = q.c_off + c_bytes;
+    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 1024;  // full and empty barriers
+    q.chunks = ceil_div(q.cin_g, q.cc);
+    q.m_tiles = ceil_div(q.cout_g, q.bm);
+    q.j_tiles = ceil_div(p.out_length, q.bn);
+    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+    return true;
+  }
+  return false;
+}
+
 bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 #ifndef CONVKIT_SM90A
   (void)p;
@@ -902,46 +947,25 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   q.cin_g = cin_g;
   q.cout_g = cout_g;
   const int limit = wg::smem_optin_bytes();
-  // x rows of 64 bytes (32 channels) where the channels come in 32s, else 32 (16-byte rows: experiment)
-  q.xr = kXRowMax == 64 && cin_g % 32 == 0 ? 64 : kXRowMin;
-  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = q.xr == 64 ? 32 : 16;
+  // x rows of 64 bytes with 32-channel stages where the channels come in 32s and such stages fit three times
+  // (not K 8 at BM 128: 82 KB a stage, nor kb76's three stride phases at BN 256), else 32-byte rows (16-byte rows:
+  // experiment) with 16-channel stages.
+  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 0;
   const bool forced = shape_override(mw, nb, cc);
-  if (cc < q.xr / 2) q.xr = kXRowMin;  // a forced 16-channel stage: 32-byte rows
-  // Shapes, preferred first (unless forced): BM 256 x BN 128 for Cout_g > 128, else 128 x 256; then 128 x 256,
-  // 256 x 128 (w2v's 32-channel stages of 256 x 128 do not fit three times), 128 x 128.
-  const int tries[4][2] = {{mw, nb}, {1, 2}, {mw, 1}, {1, 1}};
-  for (const auto& tr : tries) {
-    q.mw = tr[0];
-    q.nb = tr[1];
-    q.cc = cc;
-    q.bm = 128 * q.mw;
-    q.bn = 128 * q.nb;
-    plan_window(q);
-    q.a_bytes = q.k * q.cc * q.bm * 2;
-    q.x_bytes = (q.cc / 8) * q.cgs * 16;
-    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, q.xr > 16 ? 1024 : 128));
-    q.c_pitch = q.bn + 8;
-    const int c_bytes = CONVKIT_TMA_DIRECT_EPILOGUE   ? 0
-                        : CONVKIT_TMA_BANDED_EPILOGUE ? 2 * kBandBytes
-                                                      : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
-    if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
-    if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
-    const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
-    q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
-    if (q.ns > 6) q.ns = 6;
-    if (q.ns < 3) {
-      if (forced) return false;
-      continue;
-    }
-    q.c_off = q.ns * q.stage_bytes;
-    q.bar_off = q.c_off + c_bytes;
-    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 1024;  // full and empty barriers
-    q.chunks = ceil_div(cin_g, q.cc);
-    q.m_tiles = ceil_div(cout_g, q.bm);
-    q.j_tiles = ceil_div(p.out_length, q.bn);
-    q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
-    return true;
+  const bool rows64 = kXRowMax == 64 && cin_g % 32 == 0;
+  struct Config { int xr, cc; } configs[2];
+  int n = 0;
+  if (forced) {
+    configs[n++] = {cc == 32 && rows64 ? 64 : kXRowMin, cc};
+  } else {
+    if (rows64) configs[n++] = {64, 32};
+    configs[n++] = {kXRowMin, 16};
   }
+  for (const bool wide : {true, false})  // the two-block shapes of either configuration before 128 x 128
+    for (int i = 0; i < n; ++i) {
+      q.xr = configs[i].xr;
+      if (try_shapes(q, mw, nb, configs[i].cc, forced, wide, limit, p)) return true;
+    }
   return false;
 #endif
 }
