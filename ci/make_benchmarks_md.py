@@ -1,7 +1,7 @@
 """Writes BENCHMARKS.md from benchmark runs' JSON (python -m convkit.bench --json ...), one section
 per run, in the order given.
 
-    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense.json \
+    python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense_bf16.json benchmarks/h200_dense.json \
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
         benchmarks/h100_streaming.json > BENCHMARKS.md
 
