@@ -71,8 +71,9 @@
 // 1 (default): x as 32-byte rows (16 channels at one position: one box row per position, half the rows of the
 // 16-byte form) in the 32-byte swizzled K-major layout, read through 32B-swizzle descriptors. A tap's operand
 // starts at any row, not only at 8-row pattern boundaries, with the descriptor's base offset 0 (H100, session 15:
-// 1 passes every case; 2, base offset (address >> 7) & 7, fails 4 of 20). Needs Cin/groups % 16 == 0 and
-// 16-channel stages. 0: 16-byte rows (Cin/groups % 8).
+// 1 passes every case; 2, base offset (address >> 7) & 7, fails 4 of 20). Needs Cin/groups % 16 == 0. Since
+// session 22 the 32-byte rows serve the channel counts and shapes the 64-byte rows below do not. 0: 16-byte rows
+// only (Cin/groups % 8).
 #ifndef CONVKIT_TMA_SW32
 #define CONVKIT_TMA_SW32 1
 #endif
@@ -80,11 +81,12 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 // 1 (default, session 22): where Cin/groups % 32 == 0, x as 64-byte rows (32 channels at one position: half the
 // box rows of the 32-byte form per channel) in the 64-byte swizzled K-major layout, read through 64B-swizzle
 // descriptors whose start moves 32 bytes into the row for a stage's second 16 channels; 32-channel stages. Other
-// channel counts keep the 32-byte rows (the kernel's XR template argument: 32 or 64). 0: 32-byte rows only.
+// channel counts keep the 32-byte rows (the kernel's XR template argument: 32 or 64). 0: 32-byte rows only. As
+// with the 32-byte rows, a tap's operand starts at any row with base offset 0 (the H200 runs of session 22 pass
+// with it; the swizzle evidently follows the absolute shared address, as TMA writes it).
 #ifndef CONVKIT_TMA_SW64
 #define CONVKIT_TMA_SW64 1
 #endif
-static_assert(!(CONVKIT_TMA_SW64 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time");
 // 1 (default) adds a ninth warp that only issues the copies, waiting on a per-slot "empty" mbarrier that each
 // consumer warpgroup arrives on once its wgmma calls of the slot's stage are done; the consumers then need no
 // block barrier per stage (the epilogue syncs them with a named barrier). 0: thread 0 issues after a block
@@ -826,7 +828,7 @@ void plan_window(TmaPlan& q) {
     q.nph = q.s;
     wq_min = wq_contig;
   }
-  // box <= 256 positions; rows a multiple of 8 (128-byte destinations), of 32 for the 32-byte swizzled rows
+  // box <= 256 positions; rows a multiple of 8 (128-byte destinations), of 1024 / q.xr for the swizzled rows
   // (1024-byte destinations: whole swizzle patterns)
 #ifdef CONVKIT_TMA_ROW_ALIGN  // experiment: 8 for the 32-byte rows too (256-byte destinations: one pattern)
   const int ra = CONVKIT_TMA_ROW_ALIGN;
