@@ -266,7 +266,7 @@ __device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t d
 // + 63, columns nb * 128 .. + 127 of the tile): f(row, co, col, v0, v1) for each pair of adjacent columns of this
 // thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated. With
 // only_mb / only_nb >= 0 (constants in the caller's unrolled loop), only that fragment.
-// (kernels/conv1d_fwd_dense_wgmma.cu has the same walk and C-tile store inline.)
+// (kernels/conv1d_fwd_dense_wgmma.cu has the same walk inline; both store the C tile with wg::store_c_tile.)
 template <typename T, int MW, int NB, typename F>
 __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, float (&acc)[MW][NB][64], int wgi, int warp,
                                                      int lane, int64_t g, int64_t cout_g, int64_t co0, F&& f,
@@ -294,36 +294,6 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
           f(row, co, nb * 128 + 8 * i + 2 * (lane & 3), v0, v1);
         }
       }
-    }
-  }
-}
-
-// Coalesced stores of a C tile in shared memory (rows x cols 16-bit values at c_base, pitch elements per row)
-// to y rows co_first + row (those < cout_g) of group g, positions j_first + col (those < out_length): thread t of
-// nt, 8 columns (16 bytes) per unit.
-template <typename T>
-__device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout_g, uint32_t c_base, int pitch, int rows,
-                                             int cols, int t, int nt, int64_t b, int64_t g, int64_t co_first,
-                                             int64_t j_first) {
-  unsigned short* yr = static_cast<unsigned short*>(p.y);
-  const int units_row = cols >> 3;
-  const int64_t jn = p.out_length - j_first;  // valid columns of the tile
-#pragma unroll 1
-  for (int u = t; u < rows * units_row; u += nt) {
-    const int row = u / units_row, jl = (u - row * units_row) * 8;
-    const int64_t co = co_first + row;
-    if (co >= cout_g || jl >= jn) continue;
-    uint32_t w[4];
-    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(c_base + (row * pitch + jl) * 2));
-    const int64_t off = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + (j_first + jl) * p.y_stride_l;
-    if (p.y_stride_l == 1 && jl + 8 <= jn) {
-      store8_16bit(yr + off, w);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
     }
   }
 }
@@ -568,7 +538,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
                 },
                 mb, nb);
             warpgroup_sync(wgi);
-            store_c_tile<T>(p, q.cout_g, band, kBandPitch, 64, 128, tid & 127, 128, b, g, co0 + row0, j0 + nb * 128);
+            wg::store_c_tile(p, q.cout_g, band, kBandPitch, 64, 128, tid & 127, 128, b, g, co0 + row0, j0 + nb * 128);
             warpgroup_sync(wgi);  // the band's next write
           }
         continue;  // next tile
@@ -582,7 +552,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
                      "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
       });
       consumers_sync();
-      store_c_tile<T>(p, q.cout_g, c_base, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
+      wg::store_c_tile(p, q.cout_g, c_base, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
       // The next write of the C tile is a later tile's epilogue. With a block barrier per step nothing more is
       // needed; without (producer warp), one warpgroup may run a whole short tile ahead of the other.
       if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();

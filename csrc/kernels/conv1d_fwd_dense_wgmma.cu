@@ -244,29 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     __syncthreads();
-    {
-      unsigned short* yr = static_cast<unsigned short*>(p.y);
-      const int units_row = q.bn >> 3;
-      const int64_t jn = p.out_length - j0;  // valid columns of the tile (> 0)
-#pragma unroll 1
-      for (int u = tid; u < q.bm * units_row; u += kThreads) {
-        const int row = u / units_row, jl = (u - row * units_row) * 8;
-        const int64_t co = co0 + row;
-        if (co >= q.cout_g || jl >= jn) continue;
-        uint32_t w[4];
-        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "r"(smem0 + (row * q.c_pitch + jl) * 2));
-        const int64_t off = b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + (j0 + jl) * p.y_stride_l;
-        if (p.y_stride_l == 1 && jl + 8 <= jn) {
-          store8_16bit(yr + off, w);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-            if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
-        }
-      }
-    }
+    wg::store_c_tile(p, q.cout_g, smem0, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
     __syncthreads();  // the next tile's prologue overwrites the C tile and rb
   }
 #endif

@@ -267,5 +267,34 @@ inline int smem_optin_bytes() {
   return cache[dev];
 }
 
+// The forward kernels' epilogue (wgmma and TMA-fed): coalesced stores of a C tile in shared memory (rows x cols
+// 16-bit values at c_base, pitch elements per row) to y rows co_first + row (those < cout_g) of group g, positions
+// j_first + col (those < out_length): thread t of nt, 8 columns (16 bytes) per unit.
+__device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout_g, uint32_t c_base, int pitch, int rows,
+                                             int cols, int t, int nt, int64_t b, int64_t g, int64_t co_first,
+                                             int64_t j_first) {
+  unsigned short* yr = static_cast<unsigned short*>(p.y);
+  const int units_row = cols >> 3;
+  const int64_t jn = p.out_length - j_first;  // valid columns of the tile
+#pragma unroll 1
+  for (int u = t; u < rows * units_row; u += nt) {
+    const int row = u / units_row, jl = (u - row * units_row) * 8;
+    const int64_t co = co_first + row;
+    if (co >= cout_g || jl >= jn) continue;
+    uint32_t w[4];
+    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(c_base + (row * pitch + jl) * 2));
+    const int64_t off = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + (j_first + jl) * p.y_stride_l;
+    if (p.y_stride_l == 1 && jl + 8 <= jn) {
+      store8_16bit(yr + off, w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (jl + i < jn) yr[off + i * p.y_stride_l] = static_cast<unsigned short>(w[i >> 1] >> ((i & 1) * 16));
+    }
+  }
+}
+
 }  // namespace wg
 }  // namespace convkit
