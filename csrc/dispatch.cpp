@@ -485,6 +485,18 @@ Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPh
   return {&launch_conv1d_fwd_dense_tma, kTmaGradInputName, false, &conv1d_fwd_dense_tma_workspace_bytes};
 }
 
+// The dense grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu, session 23): every
+// stride phase of a tile in one block, dy (copied into channels-last memory unless it is) read once, dx written
+// in place; instead of one forward per phase plus the interleave. Cin/groups >= 32 (its tiles are 64 input
+// channels high). CONVKIT_GI_FUSED=0 (or CONVKIT_DENSE_TMA=0, CONVKIT_DENSE_WGMMA=0) switches it off.
+const char* const kFusedGradInputName = "conv1d_bwd_input_dense_tma_fused";
+bool dense_grad_input_fused(const Conv1dParams& p) {
+  static const bool on = !env_equals("CONVKIT_GI_FUSED", "0") && !env_equals("CONVKIT_DENSE_TMA", "0") &&
+                         !env_equals("CONVKIT_DENSE_WGMMA", "0");
+  return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.in_channels / p.groups >= 32 &&
+         conv1d_bwd_input_dense_tma_supports(p);
+}
+
 // The dense grad-input's kernel: the TMA forward on a channels-last copy of dy where it applies, else the kernel
 // every phase can run on (dense_grad_input), or {nullptr, ""} (generic).
 Choice choose_dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
@@ -824,8 +836,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                            ? dy_in
                            : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
-  const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
-  const Choice gi = need_input ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
+  const bool gi_fused = need_input && dense_grad_input_fused(p);
+  if (gi_fused) {
+    Conv1dParams q = p;
+    q.grad_x = dx.data_ptr();
+    q.gx_stride_b = dx.stride(0);
+    q.gx_stride_c = dx.stride(1);
+    q.gx_stride_l = dx.stride(2);
+    const at::Tensor ws = at::empty({conv1d_bwd_input_dense_tma_workspace_bytes(q)}, opts.dtype(at::kByte));
+    q.workspace = ws.data_ptr();
+    check_launch(launch_conv1d_bwd_input_dense_tma(q, current_stream()), kFusedGradInputName);
+  }
+  const bool need_phases = need_input && !gi_fused;  // the grad-input by phases (or the generic kernel)
+  const std::vector<GradInputPhase> phases = need_phases ? grad_input_phases(p) : std::vector<GradInputPhase>{};
+  const Choice gi = need_phases ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
   const bool gi_tma = gi.launch == &launch_conv1d_fwd_dense_tma;
   const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
   if (gi.launch != nullptr) {
@@ -886,7 +910,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
         dx.copy_(inter.reshape({p.batch, p.in_channels, lq * p.stride}).narrow(2, 0, p.in_length));
       }
     }
-  } else if (need_input) {
+  } else if (need_phases) {
     Conv1dParams q = p;
     set_x(q, dx);
     check_launch(launch_conv1d_bwd_input_generic(q, current_stream()), "conv1d_bwd_input_generic");
@@ -935,7 +959,8 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  const Choice gi = choose_dense_grad_input(p, grad_input_phases(p));
+  const Choice gi = dense_grad_input_fused(p) ? Choice{&launch_conv1d_bwd_input_dense_tma, kFusedGradInputName}
+                                              : choose_dense_grad_input(p, grad_input_phases(p));
   const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};

@@ -648,8 +648,9 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
         assert names["forward"] == TMA_COPY, names
     else:
         assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
-    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
-        assert names["grad_input"] == TMA_GRAD_INPUT, names
+    gi = expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
+    if gi is not None:
+        assert names["grad_input"] == gi, names
     else:
         assert names["grad_input"] in ("conv1d_bwd_input_dense_mma", "conv1d_bwd_input_dense_wgmma")
     assert names["grad_weight"] in ("conv1d_bwd_weight_dense_mma", "conv1d_bwd_weight_dense_wgmma")
@@ -697,6 +698,26 @@ def tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, group
     return any_taps
 
 
+FUSED_GRAD_INPUT = "conv1d_bwd_input_dense_tma_fused"
+
+
+def fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype):
+    """Whether the grad-input runs in one pass on kernels/conv1d_bwd_input_dense_tma.cu (dispatch.cpp,
+    dense_grad_input_fused): 16-bit, stride 2..4, K <= 16, Cout/groups % 16 == 0, Cin/groups >= 32, on a device
+    running sm_90a code. (Not modelled: fp32 master weights, a dy window over 2048 rows, dilation > 65536.)"""
+    return (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and 2 <= stride <= 4 and K <= 16
+            and (Cout // groups) % 16 == 0 and Cin // groups >= 32)
+
+
+def expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+    """The grad-input's name where a TMA kernel runs it (fused, else the phases on the TMA forward), else None."""
+    if fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype):
+        return FUSED_GRAD_INPUT
+    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+        return TMA_GRAD_INPUT
+    return None
+
+
 # The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
 # 32-channel stages or more) and a multiple of 8, Cout/groups > 64, K <= 8, on a device running sm_90a code; the grad-input
 # of such shapes runs on it too. Cases: w2v_k3s2-like (BM 256, odd rows: the realigning loads), tcn-like,
@@ -735,8 +756,9 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert names["forward"] == TMA_COPY, names
     else:
         assert names["forward"] == "conv1d_fwd_dense_wgmma", names
-    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
-        assert names["grad_input"] == TMA_GRAD_INPUT, names
+    gi = expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
+    if gi is not None:
+        assert names["grad_input"] == gi, names
     else:
         assert names["grad_input"] in ("conv1d_bwd_input_dense_wgmma", "conv1d_bwd_input_dense_mma"), names
     # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
@@ -750,7 +772,8 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert any(fwd in n for n in ran), sorted(ran)
         assert not any("dense_wgmma" in n for n in ran) if "tma" in names["forward"] else True, sorted(ran)
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu"))
-        gi = "conv1d_fwd_dense_tma_kernel" if "tma" in names["grad_input"] else "conv1d_fwd_dense_wgmma_kernel"
+        gi = ("conv1d_bwd_input_dense_tma_kernel" if names["grad_input"] == FUSED_GRAD_INPUT
+              else "conv1d_fwd_dense_tma_kernel" if "tma" in names["grad_input"] else "conv1d_fwd_dense_wgmma_kernel")
         assert any(gi in n for n in ran), sorted(ran)  # the grad-input
         assert any("conv1d_bwd_weight_dense_wgmma_kernel" in n for n in ran), sorted(ran)
     else:
@@ -901,19 +924,25 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
     gi_tma = tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
     assert gi_tma == (name in ("w2v_like_odd_rows", "aligned_rows", "channel_slice", "position_stride", "grouped",
                                "aligned_rows_tail", "x_one_element_off"))  # the rule, spelled out once
-    assert (names["grad_input"] == TMA_GRAD_INPUT) == gi_tma, names
+    fused = fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype)
+    assert fused == (name in ("w2v_like_odd_rows", "cin_80_cout_400"))  # stride 2
+    if fused:
+        assert names["grad_input"] == FUSED_GRAD_INPUT, names
+    else:
+        assert (names["grad_input"] == TMA_GRAD_INPUT) == gi_tma, names
     if name == "w2v_like_odd_rows":
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype))
         assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
         assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
-        # the backward alone: dy copied, both phases (2 taps and 1) on the TMA kernel, no wgmma forward
+        # the backward alone: dy copied, both phases (2 taps and 1) in one pass (on the TMA forward, one launch
+        # per phase, with CONVKIT_GI_FUSED=0), no wgmma / mma.sync forward, no interleave
         xr, wr = x.detach().clone().requires_grad_(), w.detach().clone()
         y = convkit.conv1d(xr, wr, b, stride=stride)
         dy = torch.randn_like(y)
         ran = cuda_kernel_names(lambda: y.backward(dy))
         assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
-        assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
-        assert not any("dense_wgmma" in n or "dense_mma" in n for n in ran), sorted(ran)
+        assert any("conv1d_bwd_input_dense_tma_kernel" in n for n in ran), sorted(ran)
+        assert not any("dense_wgmma" in n or "dense_mma" in n or "interleave" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu")
 
@@ -930,8 +959,9 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
     for B, Cin, Cout, K, L, S, P in ((2, 512, 512, 3, 1001, 2, 1), (2, 256, 256, 3, 777, 1, 1)):
         x, w, b = make_inputs(B, Cin, Cout, K, L, 1, dtype)
-        assert tma_grad_input_expected(B, Cin, Cout, K, L, S, P, 1, 1, dtype)
-        assert convkit.explain(x, w, b, stride=S, padding=P)["grad_input"] == TMA_GRAD_INPUT
+        gi = expected_tma_grad_input(B, Cin, Cout, K, L, S, P, 1, 1, dtype)
+        assert gi == (FUSED_GRAD_INPUT if S == 2 else TMA_GRAD_INPUT)
+        assert convkit.explain(x, w, b, stride=S, padding=P)["grad_input"] == gi
         xr = x.detach().clone().requires_grad_()
         y = convkit.conv1d(xr, w, b, stride=S, padding=P)
         lout = y.shape[2]
@@ -946,6 +976,72 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
         (dx,) = torch.autograd.grad(y, xr, dy)
         dx_ref = reference(x, w, b, dy, S, P, P, 1, 1)[1]
         assert_close(dx, dx_ref, dtype, f"grad_input S {S}, dy {dy_layout} {tuple(dy.stride())}")
+
+
+# The dense grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu): kb76-like (BM 64, both
+# warpgroups on one 64-row block, S 3), w2v-like (BM 128, S 2, two taps in phase 0), Cin 96 at S 4 (a partial
+# 128-row tile), Cout 48 (32-byte dy rows, 16-channel stages), groups, phases without taps (zeros), a dilation whose
+# dy window spans two TMA loads, Cin 40 (a partial 64-row tile), padding wider than the kernel, L shorter than
+# a tile, enough tiles that every block of the persistent grid runs several. Forward and all gradients
+# against float64 torch with poisoned outputs.
+FUSED_GI_CASES = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
+    ("kb76_like", 2, 64, 128, 3, 3001, 3, 0, 4, 1),
+    ("w2v_like", 2, 512, 512, 3, 1999, 2, 0, 1, 1),
+    ("cin96_s4_k4", 2, 96, 64, 4, 1003, 4, 2, 1, 1),
+    ("cout48_rows32", 2, 64, 48, 5, 777, 2, 3, 2, 1),
+    ("groups_2", 2, 128, 256, 3, 555, 2, 1, 1, 2),
+    ("s3_k2_empty_phase", 2, 64, 64, 2, 1000, 3, 0, 1, 1),
+    ("s4_d2_two_empty", 2, 32, 32, 2, 501, 4, 1, 2, 1),
+    ("d256_two_loads", 1, 64, 64, 3, 3000, 2, 256, 256, 1),
+    ("cin40", 2, 40, 32, 3, 999, 2, 1, 1, 1),
+    ("pad_5", 2, 64, 64, 3, 100, 2, 5, 1, 1),
+    ("short_l", 3, 64, 64, 3, 7, 2, 1, 1, 1),
+    ("many_tiles", 8, 64, 128, 3, 40001, 3, 0, 4, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", FUSED_GI_CASES, ids=[c[0] for c in FUSED_GI_CASES])
+def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_outputs):
+    name, B, Cin, Cout, K, L, stride, padding, dilation, groups = case
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+    assert fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype)
+    names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    assert names["grad_input"] == FUSED_GRAD_INPUT, names
+    if name == "kb76_like":  # the kernels behind the name: dy copied, one grad-input launch, no phase kernels
+        xr = x.detach().clone().requires_grad_()
+        y = convkit.conv1d(xr, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        dy = torch.randn_like(y)
+        ran = cuda_kernel_names(lambda: y.backward(dy))
+        assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
+        assert any("conv1d_bwd_input_dense_tma_kernel" in n for n in ran), sorted(ran)
+        assert not any("interleave" in n or "conv1d_fwd_dense" in n for n in ran), sorted(ran)
+    check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu" if name == "w2v_like" else None)
+
+
+@pytest.mark.large
+def test_dense_fused_grad_input_in_slabs(poison_outputs):
+    """dy over the launcher's 1 GiB copy slab (kb76-like, 24 batches of 51 MB: slabs of 20 and 4 batches), each
+    slab's dx at its own offset; dx of batches on both sides of the slab boundary and the last one against
+    float64 torch."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    B, Cin, Cout, K, L, S, D, dt = 24, 64, 128, 3, 600_000, 3, 4, torch.bfloat16
+    x = torch.randn(B, Cin, L, device="cuda", dtype=dt).requires_grad_()
+    w = (torch.randn(Cout, Cin, K, device="cuda") / (Cin * K) ** 0.5).to(dt)
+    assert convkit.explain(x, w, None, stride=S, dilation=D)["grad_input"] == FUSED_GRAD_INPUT
+    y = convkit.conv1d(x, w, None, stride=S, dilation=D)
+    dy = torch.randn_like(y)
+    assert dy.numel() * 2 > 1 << 30
+    (dx,) = torch.autograd.grad(y, x, dy)
+    for bi in (0, 19, 20, B - 1):
+        ref = torch.nn.functional.conv_transpose1d(dy[bi:bi + 1].double(), w.double(), stride=S, dilation=D,
+                                                   output_padding=(L - ((y.shape[2] - 1) * S + D * (K - 1) + 1)))
+        assert_close(dx[bi:bi + 1], ref, dt, f"grad_input batch {bi}")
+    del x, y, dy, dx
+    torch.cuda.empty_cache()
 
 
 @pytest.mark.large
@@ -1453,6 +1549,8 @@ def test_dense_forward_without_cp_async_ring():
 # whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
 # fp64: 2-, 4- and 8-byte elements), odd lengths, a (B, L, C) view of x (dx is allocated contiguous
 # for these calls all the same, so the kernel's strided-dx branch is not reached).
+# All with CONVKIT_GI_FUSED=0: the 16-bit cases of Cin/groups >= 32 would otherwise run in one pass
+# (test_dense_fused_grad_input_matches_float64_torch).
 INTERLEAVE_SCRIPT = r"""
 import os, sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
@@ -1502,7 +1600,8 @@ print("strided grad-input cases passed")
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_DENSE_STAGE_WEIGHTS="1")],
                          ids=["interleave_torch", "unified", "unified_interleave_torch", "unified_staged_weights"])
 def test_dense_grad_input_strided_switches(env):
-    run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
+    run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1",
+                     CONVKIT_GI_FUSED="0", **env)
 
 
 # CONVKIT_WGRAD_CHUNK=32 (read once per process): the mma.sync grad-weight reduces 32 outputs per
@@ -1546,6 +1645,7 @@ def test_dense_grad_weight_chunk32():
 # every shape (normally only where the panel does not fit, MMA_CASES' staged_weights_*): tap-major
 # copies by cp.async (Cin/groups a multiple of 8) or the register path (the others), for the forward and
 # the grad-input phases. Read once per process: a child process.
+# (CONVKIT_GI_FUSED=0: the strided grad-inputs run phase by phase, on the staged weights too.)
 STAGED_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1575,11 +1675,12 @@ print("staged weight cases passed")
 
 def test_dense_forward_with_staged_weights_everywhere():
     run_child_script(STAGED_SCRIPT, "staged weight cases passed", CONVKIT_DENSE_STAGE_WEIGHTS="1",
-                     CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_POISON_OUTPUTS="1", CONVKIT_GI_FUSED="0")
 
 
 # The dense grad-input's stride phases write a buffer that one copy interleaves into dx (the default, which
 # the other dense tests run); CONVKIT_GI_PHASE_BUFFER=0 writes dx directly, checked here in a child process.
+# (CONVKIT_GI_FUSED=0: strides 2..4 of 16-bit calls with Cin/groups >= 32 run in one pass otherwise.)
 GI_BUFFER_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1603,5 +1704,5 @@ print("direct phase cases passed")
 
 def test_dense_grad_input_without_phase_buffer():
     run_child_script(GI_BUFFER_SCRIPT, "direct phase cases passed", CONVKIT_GI_PHASE_BUFFER="0",
-                     CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_POISON_OUTPUTS="1", CONVKIT_GI_FUSED="0")
 

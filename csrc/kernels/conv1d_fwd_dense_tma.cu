@@ -51,16 +51,12 @@
 #include "kernels/common.cuh"
 #include "kernels/launchers.h"
 #include "kernels/mma_common.cuh"
+#include "kernels/tma_common.cuh"
 #include "kernels/wgmma_common.cuh"
 
 // The sm_80 pass compiles the kernel as a trap: the sm_90a-only helpers below are unreferenced there.
 #pragma nv_diag_suppress 177, 128  // (128: the x-by-cp.async experiment's loop, off by default)
 
-// 1: an mbarrier wait that spins for seconds traps instead of hanging (a wrong byte count shows up as a launch
-// failure in the check, not as a timeout).
-#ifndef CONVKIT_TMA_WATCHDOG
-#define CONVKIT_TMA_WATCHDOG 1
-#endif
 // 1: the x window by 16-byte cp.async from every thread (a warp's copies cover whole 32-byte sectors: the two
 // channel groups of a 16-channel stage at one position are neighbours), completion counted on the same
 // mbarrier (cp.async.mbarrier.arrive.noinc); the weights stay one bulk copy. 0: x by TMA. An experiment: the
@@ -120,6 +116,7 @@ static_assert(!(CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_X_CPASYNC),
 namespace convkit {
 namespace {
 using namespace tc;
+using namespace tma;
 
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
@@ -142,65 +139,6 @@ struct TmaPlan {
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
 
-// ---- mbarrier and bulk-copy PTX (PTX ISA: mbarrier, cp.async.bulk, cp.async.bulk.tensor) -------------------
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-// Makes the initialised barriers visible to the copy engine (with the block barrier that follows).
-__device__ __forceinline__ void mbar_fence_init() {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-// Waits until the barrier's phase of this parity has completed. The loop lives inside the asm: a C++ spin loop
-// around try_wait made ptxas serialise the wgmma calls (C7518, "compiler-inserted WG.DP in divergent path").
-// With CONVKIT_TMA_WATCHDOG, 2^24 failed tries (seconds) trap instead of hanging.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#ifdef CONVKIT_WGMMA_DEVICE
-#if CONVKIT_TMA_WATCHDOG
-  asm volatile(
-      "{\n.reg .pred P1;\n.reg .u32 n;\nmov.u32 n, 0;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nadd.u32 n, n, 1;\nsetp.lt.u32 P1, n, 16777216;\n@P1 bra LAB_WAIT;\ntrap;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#else
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-#endif
-}
-// bytes (multiple of 16) from global src (16-byte aligned) to shared dst; completion counted on bar.
-__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-#endif
-}
-// One box of the 5-D tensor map at coordinates (c0 .. c4) to shared dst (128-byte aligned); OOB elements zero.
-__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, int c4,
-                                            uint32_t bar) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
-      "%6}], [%7];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
-      : "memory");
-#endif
-}
-
 // This thread's earlier cp.async copies arrive on bar when they complete (without raising its expected count:
 // the count given at init includes them).
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
@@ -209,15 +147,6 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
 #endif
 }
 
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#ifdef CONVKIT_WGMMA_DEVICE
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// Barrier 2 + wgi among warpgroup wgi's 128 threads.
-__device__ __forceinline__ void warpgroup_sync(int wgi) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgi) : "memory");
-}
 // Barrier 1 among the 256 consumer threads (the producer warp does not take part).
 __device__ __forceinline__ void consumers_sync() {
   if (CONVKIT_TMA_PRODUCER_WARP) {
@@ -355,7 +284,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
             for (int pc = 0; pc < q.npieces; ++pc) {
               const uint32_t dst = x_dst + (cs * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * kXRow;
               const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-              tma_load_5d(dst, &xmap, 0, chunk * (q.cc / kXRowCh) + cs, static_cast<int>(g), static_cast<int>(pos),
+              load_5d(dst, &xmap, 0, chunk * (q.cc / kXRowCh) + cs, static_cast<int>(g), static_cast<int>(pos),
                           static_cast<int>(b), bar);
             }
       return;
@@ -366,7 +295,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           for (int pc = 0; pc < q.npieces; ++pc) {
             const uint32_t dst = x_dst + (cg * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 16;
             const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-            tma_load_5d(dst, &xmap, 0, cg_base + cg, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b),
+            load_5d(dst, &xmap, 0, cg_base + cg, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b),
                         bar);
           }
   };
@@ -561,29 +490,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #endif
 }
 
-// The shared-memory image of each stage's weights: wpack[((g * m_tiles + mt) * chunks + chunk)][rg][row][e] =
-// w[g * Cout_g + mt * BM + row, chunk * CC + c8 * 8 + e, k] with rg = k * CC / 8 + c8; zero outside the tensor.
-__global__ void pack_weights_kernel(const Conv1dParams p, const TmaPlan q, unsigned short* __restrict__ out) {
-  const unsigned short* w = static_cast<const unsigned short*>(p.w);
-  const int rgn = q.k * q.cc / 8;
-  const int64_t per_blk = static_cast<int64_t>(rgn) * q.bm * 8;
-  const int64_t total = p.groups * q.m_tiles * q.chunks * per_blk;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int e = static_cast<int>(i & 7);
-    const int row = static_cast<int>((i >> 3) % q.bm);
-    const int rg = static_cast<int>((i / (8 * q.bm)) % rgn);
-    const int64_t blk = i / per_blk;
-    const int64_t chunk = blk % q.chunks, rest = blk / q.chunks;
-    const int64_t mt = rest % q.m_tiles, g = rest / q.m_tiles;
-    const int k = rg / (q.cc / 8), c8 = rg % (q.cc / 8);
-    const int64_t ci = chunk * q.cc + c8 * 8 + e, co = mt * q.bm + row;
-    out[i] = (co < q.cout_g && ci < q.cin_g)
-                 ? w[(g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k]
-                 : static_cast<unsigned short>(0);
-  }
-}
-
 // x of any strides, batches blockIdx.z of a slab, to channels-last memory: out[b][l][c] (C % 8 == 0, out 16-byte
 // aligned). One TC-channel x TL-position tile per block of 256 threads through shared memory; every load of a
 // thread is issued before its first shared store. Ways to read x's rows (Load):
@@ -741,30 +647,6 @@ void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int
 }
 
 // ---- host -----------------------------------------------------------------------------------------------
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled from the driver, through the runtime (no link against libcuda); null if unavailable.
-EncodeTiledFn encode_tiled() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult res;
-#if CUDART_VERSION >= 12050
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &res);
-#else
-    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &res);
-#endif
-    if (e != cudaSuccess ||
-        res != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return static_cast<EncodeTiledFn>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
 // CONVKIT_TMA_SHAPE="mw,nb,cc" forces a tile shape (experiments); otherwise the table below.
 bool shape_override(int& mw, int& nb, int& cc) {
   const char* v = std::getenv("CONVKIT_TMA_SHAPE");
@@ -943,22 +825,8 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 }
 
 bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
-  const int ce = q.xr / 2;  // channels per box row
-  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(ce), static_cast<cuuint64_t>(q.cin_g / ce),
-                              static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.in_length),
-                              static_cast<cuuint64_t>(p.batch)};
-  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(ce * 2), static_cast<cuuint64_t>(q.cin_g * 2),
-                                 static_cast<cuuint64_t>(p.x_stride_l * 2), static_cast<cuuint64_t>(p.x_stride_b * 2)};
-  const cuuint32_t box[5] = {static_cast<cuuint32_t>(ce), 1, 1, static_cast<cuuint32_t>(q.piece_rows * q.s), 1};
-  const cuuint32_t estr[5] = {1, 1, 1, static_cast<cuuint32_t>(q.s), 1};
-  const CUtensorMapDataType dt =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = encode_tiled()(&map, dt, 5, p.x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    q.xr == 64   ? CU_TENSOR_MAP_SWIZZLE_64B
-                                    : q.xr == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                 : CU_TENSOR_MAP_SWIZZLE_NONE,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
+  return make_x_map(map, p.dtype == DType::kFloat16, p.x, q.xr, q.cin_g, p.groups, p.in_length, p.batch, p.x_stride_l,
+                    p.x_stride_b, q.piece_rows * q.s, q.s);
 }
 
 template <typename T, int MW, int NB, int XR>
@@ -1028,10 +896,9 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
   if (!make_plan(p, q) || workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 15) != 0)
     return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
-  const int64_t elems = packed_weight_bytes(p, q) / 2;
-  pack_weights_kernel<<<grid_for(ceil_div(elems, 256), p.num_sms, 8), 256, 0, stream>>>(
-      p, q, static_cast<unsigned short*>(workspace));
-  cudaError_t err = cudaGetLastError();
+  const PackSpec ps{static_cast<const unsigned short*>(p.w), q.cout_g * p.w_stride_o, p.w_stride_o, p.w_stride_i,
+                    p.w_stride_k, q.cout_g, q.cin_g, p.groups, q.m_tiles, q.chunks, q.k, q.cc, q.bm};
+  cudaError_t err = launch_pack_weights(ps, workspace, p.num_sms, stream);
   if (err != cudaSuccess) return err;
   auto run = [&](const Conv1dParams& v, const TmaPlan& qv) {
     CUtensorMap map;

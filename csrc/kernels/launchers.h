@@ -70,6 +70,15 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
 // stride phases.
 cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int64_t sc, int64_t sl, int64_t C,
                                       int64_t L, void* out, cudaStream_t stream);
+// The dense / grouped grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu; sm_90a code
+// only): every stride phase of a tile in one block, dx written in place. p is the forward problem with p.y = dy
+// (any strides) and p.grad_x = dx (gx strides). supports(p): 16-bit dy and weights of one dtype, Cout/groups % 16
+// == 0, K <= 16, stride 2..4, a device running the sm_90a code. launch packs the transposed weights into
+// p.workspace (16-byte aligned, workspace_bytes(p) bytes), copies dy into channels-last memory there (a slab of
+// batches at a time) unless it already is, and runs the kernel; cudaErrorInvalidValue when unsupported.
+bool conv1d_bwd_input_dense_tma_supports(const Conv1dParams& p);
+int64_t conv1d_bwd_input_dense_tma_workspace_bytes(const Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_input_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
 // or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.

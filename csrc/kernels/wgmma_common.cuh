@@ -75,24 +75,29 @@ __device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t da, uint
 #endif
 }
 
-// d (64 x 64 fp32) += A (64 x 16, K-major) * B (16 x 64, N-major: imm-trans-b = 1) (grad-weight).
-template <typename T>
-__device__ __forceinline__ void mma_m64n64k16_bn(float (&d)[32], uint64_t da, uint64_t db) {
+// d (64 x 64 fp32) += A (64 x 16, K-major) * B (16 x 64): TransB 0 K-major (the grad-input of
+// conv1d_bwd_input_dense_tma.cu), 1 N-major (imm-trans-b = 1: grad-weight).
+template <typename T, int TransB>
+__device__ __forceinline__ void mma_m64n64k16_t(float (&d)[32], uint64_t da, uint64_t db) {
 #ifdef CONVKIT_WGMMA_DEVICE
   if constexpr (std::is_same<T, __half>::value) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
         : CONVKIT_WG_ACC32(d)
-        : "l"(da), "l"(db), "r"(1));
+        : "l"(da), "l"(db), "r"(1), "n"(TransB));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " CONVKIT_WG_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
         : CONVKIT_WG_ACC32(d)
-        : "l"(da), "l"(db), "r"(1));
+        : "l"(da), "l"(db), "r"(1), "n"(TransB));
   }
 #endif
+}
+template <typename T>
+__device__ __forceinline__ void mma_m64n64k16_bn(float (&d)[32], uint64_t da, uint64_t db) {
+  mma_m64n64k16_t<T, 1>(d, da, db);
 }
 #undef CONVKIT_WG_D32
 #undef CONVKIT_WG_D64

@@ -1,0 +1,176 @@
+// Building blocks of the TMA-fed wgmma kernels (conv1d_fwd_dense_tma.cu: the forward; conv1d_bwd_input_dense_tma.cu:
+// the grad-input of stride > 1 in one pass): mbarriers and bulk / tensor copies (PTX ISA: mbarrier,
+// cp.async.bulk, cp.async.bulk.tensor), the 5-D tensor map of a channels-last operand, and the packing of the
+// weights into the shared-memory image of each stage. Device code only on sm_90a (CONVKIT_WGMMA_DEVICE); the
+// kernels trap elsewhere and the host never picks them there.
+#pragma once
+#include <cuda.h>  // CUtensorMap and the encode function's type (the function comes through the runtime)
+
+#include <cstdint>
+
+#include "kernels/common.cuh"
+#include "kernels/wgmma_common.cuh"
+
+// 1: an mbarrier wait that spins for seconds traps instead of hanging (a wrong byte count shows up as a launch
+// failure in the check, not as a timeout).
+#ifndef CONVKIT_TMA_WATCHDOG
+#define CONVKIT_TMA_WATCHDOG 1
+#endif
+
+namespace convkit {
+namespace tma {
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// Makes the initialised barriers visible to the copy engine (with the block barrier that follows).
+__device__ __forceinline__ void mbar_fence_init() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// Waits until the barrier's phase of this parity has completed. The loop lives inside the asm: a C++ spin loop
+// around try_wait made ptxas serialise the wgmma calls (C7518, "compiler-inserted WG.DP in divergent path").
+// With CONVKIT_TMA_WATCHDOG, 2^24 failed tries (seconds) trap instead of hanging.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef CONVKIT_WGMMA_DEVICE
+#if CONVKIT_TMA_WATCHDOG
+  asm volatile(
+      "{\n.reg .pred P1;\n.reg .u32 n;\nmov.u32 n, 0;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nadd.u32 n, n, 1;\nsetp.lt.u32 P1, n, 16777216;\n@P1 bra LAB_WAIT;\ntrap;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+#endif
+}
+// bytes (multiple of 16) from global src (16-byte aligned) to shared dst; completion counted on bar.
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+#endif
+}
+// One box of the 5-D tensor map at coordinates (c0 .. c4) to shared dst (128-byte aligned); OOB elements zero.
+__device__ __forceinline__ void load_5d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, int c4,
+                                        uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, "
+      "%6}], [%7];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+#endif
+}
+// Barrier 2 + wgi among warpgroup wgi's 128 threads.
+__device__ __forceinline__ void warpgroup_sync(int wgi) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgi) : "memory");
+}
+
+// The weights of every stage in the exact shared-memory image wgmma reads them from (A, K-major): block
+// ((g * m_tiles + mt) * chunks + chunk) holds [tap * CC/8 + channel group][BM rows][8 channels], element
+// w[g * s_group + row * s_row + c * s_red + k * s_k] for row = mt * BM + r (< rows_g) and reduction channel
+// c = chunk * CC + c8 * 8 + e (< red_g), zero outside. The forward packs w (rows = output channels, reduction =
+// input channels), the grad-input w transposed (rows = input channels, reduction = output channels).
+struct PackSpec {
+  const unsigned short* w;
+  int64_t s_group, s_row, s_red, s_k;  // element strides
+  int64_t rows_g, red_g, groups, m_tiles, chunks;
+  int k, cc, bm;
+  __host__ __device__ int64_t elements() const { return groups * m_tiles * chunks * static_cast<int64_t>(k) * cc * bm; }
+};
+namespace {  // one copy of the kernel per translation unit
+__global__ void pack_weights_kernel(const PackSpec s, unsigned short* __restrict__ out) {
+  const int rgn = s.k * s.cc / 8;
+  const int64_t per_blk = static_cast<int64_t>(rgn) * s.bm * 8;
+  const int64_t total = s.elements();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int e = static_cast<int>(i & 7);
+    const int row = static_cast<int>((i >> 3) % s.bm);
+    const int rg = static_cast<int>((i / (8 * s.bm)) % rgn);
+    const int64_t blk = i / per_blk;
+    const int64_t chunk = blk % s.chunks, rest = blk / s.chunks;
+    const int64_t mt = rest % s.m_tiles, g = rest / s.m_tiles;
+    const int k = rg / (s.cc / 8), c8 = rg % (s.cc / 8);
+    const int64_t c = chunk * s.cc + c8 * 8 + e, r = mt * s.bm + row;
+    out[i] = (r < s.rows_g && c < s.red_g) ? s.w[g * s.s_group + r * s.s_row + c * s.s_red + k * s.s_k]
+                                            : static_cast<unsigned short>(0);
+  }
+}
+}  // namespace
+
+inline cudaError_t launch_pack_weights(const PackSpec& s, void* out, int num_sms, cudaStream_t stream) {
+  pack_weights_kernel<<<grid_for(ceil_div(s.elements(), 256), num_sms, 8), 256, 0, stream>>>(
+      s, static_cast<unsigned short*>(out));
+  return cudaGetLastError();
+}
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled from the driver, through the runtime (no link against libcuda); null if unavailable.
+inline EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult res;
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &res);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &res);
+#endif
+    if (e != cudaSuccess || res != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<EncodeTiledFn>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// The 5-D map of a channels-last operand x (16-bit; element (b, l, g * ch_g + c) at b * stride_b + l * stride_l +
+// g * ch_g + c): (xr / 2 channels, channel set within the group, group, position, batch); box xr / 2 x 1 x 1 x
+// box_rows x 1 with element stride estride along positions, so a load lands box_rows / estride rows of xr bytes
+// (positions t, t + estride, ...), swizzled as xr says (64: 64-byte, 32: 32-byte, 16: none).
+inline bool make_x_map(CUtensorMap& map, bool fp16, void* x, int xr, int64_t ch_g, int64_t groups, int64_t length,
+                       int64_t batch, int64_t stride_l, int64_t stride_b, int box_rows, int estride) {
+  const int ce = xr / 2;
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(ce), static_cast<cuuint64_t>(ch_g / ce),
+                              static_cast<cuuint64_t>(groups), static_cast<cuuint64_t>(length),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[4] = {static_cast<cuuint64_t>(ce * 2), static_cast<cuuint64_t>(ch_g * 2),
+                                 static_cast<cuuint64_t>(stride_l * 2), static_cast<cuuint64_t>(stride_b * 2)};
+  const cuuint32_t box[5] = {static_cast<cuuint32_t>(ce), 1, 1, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t estr[5] = {1, 1, 1, static_cast<cuuint32_t>(estride), 1};
+  const CUresult r = encode_tiled()(&map, fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5,
+                                    x, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    xr == 64   ? CU_TENSOR_MAP_SWIZZLE_64B
+                                    : xr == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                               : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+}  // namespace tma
+}  // namespace convkit
