@@ -8,16 +8,11 @@
 // o_k = (rho + P - k * D) / S (exact). The earlier path ran one forward convolution per phase, each reading all of
 // dy, into a (S, B, Cin, L / S) buffer that a fourth kernel interleaved into dx (kb76, H100, bf16: 3 x 4.45 ms +
 // 4.1 ms). Here a block computes all S phases of one tile, so dy is read once and dx written once, in place:
-//   * dy rows ((B, C, L) memory whose channel and batch strides are multiples of 8 elements, e.g. a contiguous dy
-//     with Lout % 8 == 0: kb76) by TMA as they are ("direct"): per stage and tap, boxes of 64 positions x CC
-//     channels (128-byte swizzled rows of positions), the B operand N-major (wgmma's transposed B; canonical
-//     layout ((8 x 8 positions, atoms at LBO), (8 channel rows, groups at SBO = 1024 bytes))). Tap k's boxes start
-//     at dy position j0 + o_k, so each tap has its own (the copy engine reads the overlap from L2).
-//   * Other dy: in channels-last memory ((B, L, C) storage; the launcher copies dy there first unless it already
-//     is, a slab of batches at a time, with the forward's x_to_channels_last kernel), by TMA as rows of XR bytes (XR
-//     / 2 channels at one position, 64- or 32-byte swizzled, as the forward's x): a window of the dy positions
+//   * dy in channels-last memory ((B, L, C) storage; the launcher copies a (B, C, L) dy there first, a slab of
+//     batches at a time, with the forward's x_to_channels_last kernel), by TMA as rows of XR bytes (XR / 2
+//     channels at one position, 64- or 32-byte swizzled, as the forward's x): a window of the dy positions
 //     j0 + o_min .. j0 + BNJ - 1 + o_max, where the tile's outputs are dx positions S * j0 .. S * (j0 + BNJ) - 1.
-//     For tap k (of phase rho_k), the B operand of output column m is window row o_k - o_min + m: BNJ consecutive
+//   * For tap k (of phase rho_k), the B operand of output column m is window row o_k - o_min + m: BNJ consecutive
 //     rows, a K-major descriptor at that row (as the forward's taps).
 //   * The weights, transposed (rows = input channels, reduction = output channels), packed once per call into the
 //     shared-memory image of each stage (tma::pack_weights_kernel), one bulk copy per stage.
@@ -57,7 +52,6 @@ struct GiPlan {
   int split_n;                    // 1: BM 64, warpgroup wgi takes columns wgi * NW; 0: BM 128, rows wgi * 64
   int bm, bnj;                    // tile: bm input channels x bnj positions per phase (s * bnj dx positions)
   int xr, cc;                     // bytes per dy row in shared memory (64 or 32); output channels per stage (xr / 2)
-  int direct;                     // 1: dy rows by TMA as they are ((B, C, L) memory), 64-position boxes per tap
   int o_min;                      // the smallest dy offset of a tap
   int wq, piece_rows, npieces;    // window rows (dy positions j0 + o_min + row), rows per TMA load
   int a_bytes, x_bytes, stage_bytes, ns, c_off, bar_off, smem_bytes;
@@ -67,20 +61,17 @@ struct GiPlan {
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
 
-// TransB: 1 for the direct form's N-major dy boxes.
-template <typename T, int NW, int TransB>
+template <typename T, int NW>
 __device__ __forceinline__ void mma_phase(float (&d)[NW / 2], uint64_t da, uint64_t db) {
   if constexpr (NW == 128) {
-    wg::mma_m64n128k16_t<T, TransB>(d, da, db);
+    wg::mma_m64n128k16<T>(d, da, db);
   } else {
-    wg::mma_m64n64k16_t<T, TransB>(d, da, db);
+    wg::mma_m64n64k16_t<T, 0>(d, da, db);
   }
 }
 
 // p: the dx view (y = dx with dx's strides, out_length = Lin, out_channels = Cin, batch = this launch's batches).
-// DIRECT: dy rows as they are (a 4-D map: position, channel, group, batch); else channels-last dy (the 5-D map of
-// tma::make_x_map). XR / 2 = CC in both.
-template <typename T, int S, int XR, bool DIRECT>
+template <typename T, int S, int XR>
 __global__ void __launch_bounds__(kBlockThreads, 1)
     conv1d_bwd_input_dense_tma_kernel(const __grid_constant__ CUtensorMap dymap, const Conv1dParams p, const GiPlan q,
                                       const unsigned short* __restrict__ wpack) {
@@ -119,15 +110,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
     const int64_t blk = (g * q.m_tiles + mt) * nch + chunk;
     bulk_copy_g2s(a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), bar);
-    if (DIRECT) {  // per tap, bnj / 64 boxes of 64 positions x cc channels from position j0 + o_k
-      const int nbox = q.bnj / 64;
-      for (int t = 0; t < q.k; ++t)
-        for (int cb = 0; cb < nbox; ++cb)
-          load_4d(x_dst + (t * nbox + cb) * q.cc * 128, &dymap,
-                  static_cast<int>(jt * q.bnj + q.slot_row[t] + q.o_min + cb * 64), chunk * q.cc, static_cast<int>(g),
-                  static_cast<int>(b), bar);
-      return;
-    }
     const int64_t pos0 = jt * q.bnj + q.o_min;
     for (int pc = 0; pc < q.npieces; ++pc)
       load_5d(x_dst + pc * q.piece_rows * XR, &dymap, 0, chunk, static_cast<int>(g),
@@ -175,18 +157,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #pragma unroll 1
         for (int t = q.ph_first[r]; t < q.ph_first[r + 1]; ++t) {
           const int k = q.slot_tap[t];
-          // direct: this warpgroup's first box of slot t (boxes of cc rows x 128 bytes, LBO between them);
-          // else the window row of its column 0
-          const uint32_t b_row = DIRECT ? x_base + (t * (q.bnj / 64) + col0 / 64) * (q.cc * 128)
-                                        : x_base + (q.slot_row[t] + col0) * XR;
+          const uint32_t b_row = x_base + (q.slot_row[t] + col0) * XR;
 #pragma unroll
           for (int h = 0; h < kSteps; ++h) {
-            // A: core-matrix block rg = k * cc / 8 + 2h; B: the stage's channels 16h .. 16h + 15 (direct: rows of
-            // the box, 128B swizzle = layout type 1; else 16h .. 16h + 15 of each window row)
+            // A: core-matrix block rg = k * cc / 8 + 2h; B: the stage's channels 16h .. 16h + 15 of each row
             const uint64_t da = wg::smem_desc(a_base + (2 * (k * kSteps + h)) * a_lbo + a_row0 * 16, a_lbo, 128);
-            const uint64_t db = DIRECT ? wg::smem_desc(b_row + h * 2048, q.cc * 128, 1024) | (uint64_t{1} << 62)
-                                       : wg::smem_desc(b_row + h * 32, 16, 8 * XR) | (kSwizzleMode << 62);
-            mma_phase<T, NW, DIRECT ? 1 : 0>(acc[r], da, db);
+            const uint64_t db = wg::smem_desc(b_row + h * 32, 16, 8 * XR) | (kSwizzleMode << 62);
+            mma_phase<T, NW>(acc[r], da, db);
           }
         }
       }
@@ -241,14 +218,6 @@ constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
 bool dy_channels_last(const Conv1dParams& p) {
   return p.y_stride_c == 1 && p.y_stride_l % 8 == 0 && p.y_stride_b % 8 == 0 && p.y_stride_l >= p.out_channels &&
          p.y_stride_b >= p.out_length * p.y_stride_l && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
-}
-
-// dy rows the direct form's 4-D map can describe: positions contiguous, channel and batch strides multiples of 16
-// bytes, 16-byte aligned. CONVKIT_GI_DIRECT_DY=0: never (always the channels-last form).
-bool dy_rows_direct(const Conv1dParams& p) {
-  static const bool on = !env_equals("CONVKIT_GI_DIRECT_DY", "0");
-  return on && p.y_stride_l == 1 && p.y_stride_c % 8 == 0 && p.y_stride_b % 8 == 0 && p.y_stride_c >= p.out_length &&
-         p.y_stride_b >= p.out_channels * p.y_stride_c && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
 }
 
 // Batches per dy copy slab.
@@ -316,18 +285,11 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
   q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), ra) * ra);
   q.wq = q.npieces * q.piece_rows;
   q.a_bytes = q.k * q.cc * q.bm * 2;
-  const int limit = wg::smem_optin_bytes();
-  const int avail = limit - 1024 - 16 * kMaxSlots - 2 * kBandBytes;
-  // the direct form where dy allows it and three stages fit, else the channels-last one
-  q.direct = 0;
-  if (dy_rows_direct(p)) {
-    q.x_bytes = q.k * q.bnj * q.cc * 2;
-    q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, 1024));
-    q.direct = q.a_bytes + q.x_bytes < (1 << 20) && avail / q.stage_bytes >= 3;
-  }
-  if (!q.direct) q.x_bytes = q.wq * q.xr;
+  q.x_bytes = q.wq * q.xr;
   q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, 1024));
   if (q.a_bytes + q.x_bytes >= (1 << 20)) return false;  // mbarrier transaction count
+  const int limit = wg::smem_optin_bytes();
+  const int avail = limit - 1024 - 16 * kMaxSlots - 2 * kBandBytes;
   q.ns = std::min(6, std::max(0, avail) / q.stage_bytes);
   if (q.ns < 2) return false;
   q.c_off = q.ns * q.stage_bytes;
@@ -344,8 +306,7 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
 template <typename T, int S, int XR>
 cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& v, const GiPlan& q, const void* wpack,
                            cudaStream_t stream) {
-  auto kernel = q.direct ? conv1d_bwd_input_dense_tma_kernel<T, S, XR, true>
-                         : conv1d_bwd_input_dense_tma_kernel<T, S, XR, false>;
+  auto kernel = conv1d_bwd_input_dense_tma_kernel<T, S, XR>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, v.num_sms, 1);  // persistent: one block per SM
@@ -381,7 +342,7 @@ int64_t conv1d_bwd_input_dense_tma_workspace_bytes(const Conv1dParams& p) {
   GiPlan q;
   if (!make_plan(p, q)) return 0;
   const int64_t w = packed_weight_bytes(p, q);
-  if (q.direct || dy_channels_last(p)) return w;
+  if (dy_channels_last(p)) return w;
   return wg::round_up(w, 256) + slab_batches(p) * p.out_length * p.out_channels * 2;
 }
 
@@ -415,22 +376,6 @@ cudaError_t launch_conv1d_bwd_input_dense_tma(const Conv1dParams& p, cudaStream_
     if (p.dtype == DType::kFloat16) return launch_typed<__half>(map, vb, qv, p.workspace, stream);
     return launch_typed<__nv_bfloat16>(map, vb, qv, p.workspace, stream);
   };
-  if (q.direct) {  // dy rows as they are: (position, channel in group, group, batch)
-    CUtensorMap map;
-    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.out_length), static_cast<cuuint64_t>(q.cout_g),
-                                static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.batch)};
-    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.y_stride_c * 2),
-                                   static_cast<cuuint64_t>(q.cout_g * p.y_stride_c * 2),
-                                   static_cast<cuuint64_t>(p.y_stride_b * 2)};
-    const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(q.cc), 1, 1};
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
-    if (encode_tiled()(&map, p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                       4, p.y, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-      return cudaErrorInvalidValue;
-    if (p.dtype == DType::kFloat16) return launch_typed<__half>(map, v, q, p.workspace, stream);
-    return launch_typed<__nv_bfloat16>(map, v, q, p.workspace, stream);
-  }
   if (dy_channels_last(p)) return run(p.y, p.batch, p.y_stride_l, p.y_stride_b, 0);
   unsigned short* const buf =
       static_cast<unsigned short*>(p.workspace) + wg::round_up(packed_weight_bytes(p, q), 256) / 2;

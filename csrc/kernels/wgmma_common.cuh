@@ -54,29 +54,25 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),  \
   "+f"(d[62]), "+f"(d[63])
 
-// d (64 x 128 fp32, the warpgroup's accumulator fragment) += A (64 x 16, descriptor da, K-major) * B (16 x 128, db):
-// TransB 0 K-major (the forward), 1 N-major (imm-trans-b = 1: the grad-input reading (B, C, L) dy rows).
-template <typename T, int TransB>
-__device__ __forceinline__ void mma_m64n128k16_t(float (&d)[64], uint64_t da, uint64_t db) {
+// d (64 x 128 fp32, the warpgroup's accumulator fragment) += A (64 x 16, descriptor da) * B (16 x 128, db),
+// both K-major (the forward).
+template <typename T>
+__device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
 #ifdef CONVKIT_WGMMA_DEVICE
   if constexpr (std::is_same<T, __half>::value) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
         : CONVKIT_WG_ACC64(d)
-        : "l"(da), "l"(db), "r"(1), "n"(TransB));
+        : "l"(da), "l"(db), "r"(1));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " CONVKIT_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
         : CONVKIT_WG_ACC64(d)
-        : "l"(da), "l"(db), "r"(1), "n"(TransB));
+        : "l"(da), "l"(db), "r"(1));
   }
 #endif
-}
-template <typename T>
-__device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
-  mma_m64n128k16_t<T, 0>(d, da, db);
 }
 
 // d (64 x 64 fp32) += A (64 x 16, K-major) * B (16 x 64): TransB 0 K-major (the grad-input of
