@@ -3,7 +3,9 @@ per run, in the order given.
 
     python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense_bf16.json benchmarks/h200_dense.json \
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
-        benchmarks/h100_streaming.json > BENCHMARKS.md
+        benchmarks/h100_streaming.json benchmarks/h100_dense.json > BENCHMARKS.md
+
+(h100_dense.json: the newest dense figures, session 23, on an H100 where no H200 came; its note says so.)
 
 A run's header record may carry a "note" (what the run is, what it predates): printed under its heading.
 """
