@@ -255,11 +255,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const int64_t S = q.s, D = q.d, P = p.pad_left;
 
   auto tile_coords = [&](int64_t tile, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
-    // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours.
-    int64_t rest;
-    divmod(tile, q.m_tiles, rest, mt);
-    divmod(rest, p.groups, rest, g);
-    divmod(rest, q.j_tiles, b, jt);
+    tma::tile_coords(tile, q.m_tiles, p.groups, q.j_tiles, b, g, jt, mt);
   };
 
   // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
@@ -340,13 +336,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   __syncthreads();
   if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
-      if (lane == 0) {
-        for (int64_t i = 0; i < total; ++i) {
-          const int slot = static_cast<int>(i % q.ns);
-          if (i >= q.ns) mbar_wait(bar0 + 8u * (kMaxSlots + slot), static_cast<uint32_t>((i / q.ns - 1) & 1));
-          issue(i);
-        }
-      }
+      if (lane == 0) produce_stages(total, q.ns, bar0, kMaxSlots, issue);
       return;
     }
   } else if (tid == 0) {

@@ -87,6 +87,27 @@ __device__ __forceinline__ void warpgroup_sync(int wgi) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgi) : "memory");
 }
 
+// The tile order of the persistent TMA kernels: tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt, so the m
+// tiles of one window (x or dy) are neighbours.
+__device__ __forceinline__ void tile_coords(int64_t tile, int64_t m_tiles, int64_t groups, int64_t j_tiles, int64_t& b,
+                                            int64_t& g, int64_t& jt, int64_t& mt) {
+  int64_t rest;
+  divmod(tile, m_tiles, rest, mt);
+  divmod(rest, groups, rest, g);
+  divmod(rest, j_tiles, b, jt);
+}
+
+// The producer of a ring of ns slots (one thread): stage i goes into slot i % ns once the consumers have released
+// that slot's previous stage (the "empty" barrier of slot s at bar0 + 8 * (empty_off + s); its phase i / ns - 1).
+template <typename Issue>
+__device__ __forceinline__ void produce_stages(int64_t total, int ns, uint32_t bar0, int empty_off, Issue&& issue) {
+  for (int64_t i = 0; i < total; ++i) {
+    const int slot = static_cast<int>(i % ns);
+    if (i >= ns) mbar_wait(bar0 + 8u * (empty_off + slot), static_cast<uint32_t>((i / ns - 1) & 1));
+    issue(i);
+  }
+}
+
 // The weights of every stage in the exact shared-memory image wgmma reads them from (A, K-major): block
 // ((g * m_tiles + mt) * chunks + chunk) holds [tap * CC/8 + channel group][BM rows][8 channels], element
 // w[g * s_group + row * s_row + c * s_red + k * s_k] for row = mt * BM + r (< rows_g) and reduction channel
