@@ -1044,6 +1044,55 @@ def test_dense_fused_grad_input_in_slabs(poison_outputs):
     torch.cuda.empty_cache()
 
 
+# The TMA grad-weight (kernels/conv1d_bwd_weight_dense_tma.cu), an experiment switched on by
+# CONVKIT_DENSE_TMA_WGRAD=1 (read once per process: a child process): stride-1 shapes with 16-byte aligned x and dy
+# rows (tcn-like, wavenet-like, grouped K 4, K 1, Cin 40 and Cout 200 (partial tiles), many splits, two groups of
+# 256), grad-weight and grad-bias against float64 torch with poisoned outputs and the same bits on a second run;
+# shapes it declines (x rows of odd length, a (B, L, C) view of x, stride 2, K 5) keep the other kernels.
+TMA_WGRAD_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, padding, dilation, groups
+    (2, 256, 256, 3, 1000, 8, 8, 1), (2, 128, 128, 2, 2048, 0, 512, 1), (2, 256, 256, 4, 1024, 3, 2, 4),
+    (3, 64, 96, 1, 808, 0, 1, 1), (2, 40, 200, 3, 1000, 1, 1, 1), (4, 64, 128, 3, 8192, 1, 1, 1),
+    (1, 512, 512, 3, 520, 1, 1, 2)]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, P, D, G in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype).requires_grad_()
+        b = torch.randn(Cout, device="cuda").to(dtype).requires_grad_()
+        names = convkit.explain(x, w, b, padding=P, dilation=D, groups=G)
+        assert names["grad_weight"] == "conv1d_bwd_weight_dense_tma", names
+        y = convkit.conv1d(x, w, b, padding=P, dilation=D, groups=G)
+        assert y.shape[2] % 8 == 0
+        dy = torch.randn_like(y)
+        dw, db = torch.autograd.grad(y, (w, b), dy)
+        dw2, db2 = torch.autograd.grad(convkit.conv1d(x, w, b, padding=P, dilation=D, groups=G), (w, b), dy)
+        assert torch.equal(dw, dw2) and torch.equal(db, db2), "not deterministic"
+        _, _, dw_ref, db_ref = reference(x, w, b, dy, 1, P, P, D, G)
+        what = f"{dtype} {(B, Cin, Cout, K, L, P, D, G)}"
+        assert_close(dw, dw_ref, dtype, "grad_weight " + what)
+        assert_close(db, db_ref, dtype, "grad_bias " + what)
+    w = torch.randn(256, 256, 3, device="cuda").to(dtype)
+    for x, S, Kw in ((torch.randn(2, 256, 1001, device="cuda").to(dtype), 1, 3),
+                     (torch.randn(2, 1000, 256, device="cuda").to(dtype).transpose(1, 2), 1, 3),
+                     (torch.randn(2, 256, 1000, device="cuda").to(dtype), 2, 3),
+                     (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 5)):
+        assert convkit.explain(x, w[:, :, :1].repeat(1, 1, Kw), None, stride=S)["grad_weight"] != \
+            "conv1d_bwd_weight_dense_tma"
+print("tma grad-weight cases passed")
+"""
+
+
+def test_dense_tma_grad_weight_experiment():
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    run_child_script(TMA_WGRAD_SCRIPT, "tma grad-weight cases passed", CONVKIT_DENSE_TMA_WGRAD="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 @pytest.mark.large
 def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
     """70000 batches (grid.z holds 65535): the grad-input's dy copy runs in two launches; dx of batches on both

@@ -103,6 +103,13 @@ cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream
 bool conv1d_bwd_weight_dense_wgmma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_wgmma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
+// The same for stride 1 with both operands by TMA from (B, C, L) rows (kernels/conv1d_bwd_weight_dense_tma.cu;
+// sm_90a code only): an experiment, off unless CONVKIT_DENSE_TMA_WGRAD=1. supports(p): 16-bit, stride 1, K <= 4,
+// Cin/groups and Cout/groups >= 32, x and dy (p.y) rows contiguous with channel and batch strides multiples of 8
+// elements, 16-byte aligned.
+bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p);
+int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p);
+cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 
 // The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[b, i % S, c, i / S] for a buf
 // with strides (buf_stride_b, buf_stride_rho, buf_stride_c, 1) (the phase launches' (S, B, C, lq) or the

@@ -82,6 +82,17 @@ __device__ __forceinline__ void load_5d(uint32_t dst, const CUtensorMap* map, in
       : "memory");
 #endif
 }
+// One box of a 4-D tensor map at coordinates (c0 .. c3) to shared dst; OOB elements zero.
+__device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                        uint32_t bar) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#endif
+}
 // Barrier 2 + wgi among warpgroup wgi's 128 threads.
 __device__ __forceinline__ void warpgroup_sync(int wgi) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgi) : "memory");

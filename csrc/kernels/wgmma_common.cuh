@@ -76,7 +76,7 @@ __device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t da, uint
 }
 
 // d (64 x 64 fp32) += A (64 x 16, K-major) * B (16 x 64): TransB 0 K-major (the grad-input of
-// conv1d_bwd_input_dense_tma.cu), 1 N-major (imm-trans-b = 1: grad-weight).
+// conv1d_bwd_input_dense_tma.cu, the TMA grad-weight), 1 N-major (imm-trans-b = 1: the register-staged grad-weight).
 template <typename T, int TransB>
 __device__ __forceinline__ void mma_m64n64k16_t(float (&d)[32], uint64_t da, uint64_t db) {
 #ifdef CONVKIT_WGMMA_DEVICE
@@ -98,6 +98,25 @@ __device__ __forceinline__ void mma_m64n64k16_t(float (&d)[32], uint64_t da, uin
 template <typename T>
 __device__ __forceinline__ void mma_m64n64k16_bn(float (&d)[32], uint64_t da, uint64_t db) {
   mma_m64n64k16_t<T, 1>(d, da, db);
+}
+// d (64 x 8 fp32) += A (64 x 16) * B (16 x 8), both K-major (the TMA grad-weight's grad-bias: B all ones).
+template <typename T>
+__device__ __forceinline__ void mma_m64n8k16(float (&d)[4], uint64_t da, uint64_t db) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(da), "l"(db), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(da), "l"(db), "r"(1));
+  }
+#endif
 }
 #undef CONVKIT_WG_D32
 #undef CONVKIT_WG_D64

@@ -1,0 +1,306 @@
+// Dense and grouped grad-weight (+ grad-bias) of a stride-1 convolution on wgmma with both operands brought in by
+// TMA straight from (B, C, L) x and dy, sm_90a, fp16/bf16 in, fp32 accumulation (session 23). An EXPERIMENT, off by
+// default: CONVKIT_DENSE_TMA_WGRAD=1 makes dispatch.cpp (dense_grad_weight) run it where
+// conv1d_bwd_weight_dense_tma_supports(p) holds; written without a GPU, checked by
+// test_dense_tma_grad_weight_experiment (a child process with the switch on) but not yet run or timed.
+//
+// Why: the register-staged wgmma grad-weight (conv1d_bwd_weight_dense_wgmma.cu) spends its time staging (loads,
+// realignment, transposes by the threads), not in its MMAs (session 14); at stride 1 both operands are already in
+// the layout wgmma wants when x and dy rows are 16-byte aligned:
+//
+//   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
+//
+// A (M = co, reduction = j) is dy rows: K-major; B of tap k (N = ci, reduction = j) is x rows shifted by k*D - P:
+// K-major too. A stage is one chunk of 64 positions j0 .. j0 + 63 of one batch row: a TMA box of dy (64 positions x
+// 128 channels: 128-byte rows, 128-byte swizzle, the canonical K-major SW128 layout: 8-row atoms, SBO 1024) and one
+// box of x per tap (64 positions from j0 + k*D - P x 64 channels); positions outside [0, L) / [0, Lout) arrive as
+// zeros. Per 16-position step each warpgroup (64 rows of co) issues one m64n64k16 per tap (acc[k]) and one
+// m64n8k16 against a shared block of ones (grad-bias: the row sums of dy, column 0). A block owns co0 .. co0 + 127
+// x ci0 .. ci0 + 63 x all taps of one group and a contiguous range of chunks (its split); a producer warp issues the
+// stages through a ring (full / empty mbarriers, tma::produce_stages). Where Cout/groups <= 64 ("half" blocks: BM
+// 64, grouped_g8) both warpgroups take the same 64 rows and each half of every chunk's positions, writing their
+// sums as two partial sets. The fp32 partial sums go to the workspace and sum_weight_bias_partials adds them in a
+// fixed order (the same bits on every run), as the other grad-weight kernels do.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/common.cuh"
+#include "kernels/launchers.h"
+#include "kernels/mma_common.cuh"
+#include "kernels/tma_common.cuh"
+#include "kernels/wgmma_common.cuh"
+
+#pragma nv_diag_suppress 177
+
+namespace convkit {
+namespace {
+using namespace tc;
+using namespace tma;
+
+constexpr int kThreads = 256;                 // two consumer warpgroups
+constexpr int kBlockThreads = kThreads + 32;  // and the producer warp
+constexpr int kMaxSlots = 8;
+constexpr int kMaxTaps = 4;                    // acc: K x 32 fp32 per thread (K 5 spills: 160 registers)
+constexpr int BM = 128, BN = 64, J = 64;       // co x ci per block (BM 64 for half blocks), positions per chunk
+constexpr int kBBytes = BN * J * 2;
+constexpr int kOnesBytes = 8 * 128;            // B of the grad-bias MMA: 8 rows of 64 ones
+
+struct GwTmaPlan {
+  int k, d, p;
+  int half;     // 1: BM 64, warpgroup wgi takes 16-position steps 2 wgi, 2 wgi + 1 of each chunk (partial set wgi)
+  int bm, a_bytes, stage_bytes, ns, ones_off, bar_off, smem_bytes;
+  int64_t cin_g, cout_g, n_g, m_tiles, n_tiles, chunks_per_row, total_chunks, splits, per_split;
+};
+
+// HALF: the half-block form (q.half); a template argument so that each warpgroup's steps are a fixed count from a
+// warpgroup-dependent start (a runtime trip count made ptxas serialise the wgmma calls, C7520).
+template <typename T, int K, bool HALF>
+__global__ void __launch_bounds__(kBlockThreads, 1)
+    conv1d_bwd_weight_dense_tma_kernel(const __grid_constant__ CUtensorMap dymap, const __grid_constant__ CUtensorMap xmap,
+                                       const Conv1dParams p, const GwTmaPlan q) {
+#ifndef CONVKIT_WGMMA_DEVICE
+  __trap();  // sm_90a only
+#else
+  extern __shared__ unsigned char smem_raw[];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzled destinations: 1024-aligned
+  const uint32_t bar0 = base + q.bar_off, ones = base + q.ones_off;
+  // blockIdx.x = ((g * m_tiles + mt) * n_tiles + nt) * splits + split
+  int64_t rest, split, nt, mt, g;
+  divmod(static_cast<int64_t>(blockIdx.x), q.splits, rest, split);
+  divmod(rest, q.n_tiles, rest, nt);
+  divmod(rest, q.m_tiles, g, mt);
+  const int64_t co0 = mt * q.bm, ci0 = nt * BN;
+  const int64_t c_begin = split * q.per_split;
+  const int64_t c_end = c_begin + q.per_split < q.total_chunks ? c_begin + q.per_split : q.total_chunks;
+  const int64_t n = c_end > c_begin ? c_end - c_begin : 0;  // stages of this block
+
+  // Stage i: chunk c_begin + i (batch row b, positions j0 ..): dy's box, then one x box per tap.
+  auto issue = [&](int64_t i) {
+    int64_t b, jc;
+    divmod(c_begin + i, q.chunks_per_row, b, jc);
+    const int j0 = static_cast<int>(jc * J);
+    const int slot = static_cast<int>(i % q.ns);
+    const uint32_t bar = bar0 + 8u * slot, dst = base + slot * q.stage_bytes;
+    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + K * kBBytes));
+    load_4d(dst, &dymap, j0, static_cast<int>(co0), static_cast<int>(g), static_cast<int>(b), bar);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      load_4d(dst + q.a_bytes + k * kBBytes, &xmap, j0 + k * q.d - q.p, static_cast<int>(ci0), static_cast<int>(g),
+              static_cast<int>(b), bar);
+  };
+
+  if (tid == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&dymap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, 1);                // full: the producer's expect_tx
+    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * (kMaxSlots + i), 2);  // empty: one per warpgroup
+    mbar_fence_init();
+  }
+  if (tid < kOnesBytes / 4) {  // the ones block (1.0 in T, two per word; the swizzle permutes ones into ones)
+    const uint32_t one = bits16<T>(1.f);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ones + 4 * tid), "r"(one | (one << 16)));
+  }
+  wg::fence_proxy_async();  // the ones, read by wgmma
+  __syncthreads();
+  if (warp == 8) {  // the producer warp
+    if (lane == 0) produce_stages(n, q.ns, bar0, kMaxSlots, issue);
+    return;
+  }
+
+  float acc[K][32], accb[4];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[k][i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) accb[i] = 0.f;
+  constexpr uint64_t kSw128 = uint64_t{1} << 62;
+  const int row0 = HALF ? 0 : wgi * 64;  // this warpgroup's rows of the A box
+  const int h0 = HALF ? 2 * wgi : 0;      // and its first 16-position step
+  constexpr int kSteps = HALF ? J / 32 : J / 16;
+  for (int64_t s = 0; s < n; ++s) {
+    const int slot = static_cast<int>(s % q.ns);
+    mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+#pragma unroll
+    for (int k = 0; k < K; ++k) wg::fence_acc(acc[k]);
+    wg::fence_acc(accb);
+    wg::fence();
+    const uint32_t a_base = base + slot * q.stage_bytes + row0 * 128, b_base = base + slot * q.stage_bytes + q.a_bytes;
+#pragma unroll
+    for (int hh = 0; hh < kSteps; ++hh) {  // 16 positions (32 bytes of every row) per step
+      const int h = h0 + hh;
+      const uint64_t da = wg::smem_desc(a_base + h * 32, 16, 1024) | kSw128;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        wg::mma_m64n64k16_t<T, 0>(acc[k], da, wg::smem_desc(b_base + k * kBBytes + h * 32, 16, 1024) | kSw128);
+      wg::mma_m64n8k16<T>(accb, da, wg::smem_desc(ones + h * 32, 16, 1024) | kSw128);
+    }
+    wg::commit();
+    wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done: release its slot
+    if (s >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+  }
+  wg::wait<0>();
+#pragma unroll
+  for (int k = 0; k < K; ++k) wg::fence_acc(acc[k]);
+  wg::fence_acc(accb);
+
+  // Partial sums of this split (half blocks: partial set 2 split + wgi). acc[k][4i + 2h + e] = (row
+  // 16 * (warp % 4) + lane / 4 + 8h, column 8i + 2 * (lane % 4) + e) of the warpgroup's 64 x 64 tile of tap k;
+  // accb[2h] = column 0 (the row sum).
+  float* part = static_cast<float*>(p.workspace);
+  const int64_t n_weight = p.out_channels * q.n_g, sets = q.splits * (HALF ? 2 : 1);
+  const int64_t set = HALF ? 2 * split + wgi : split;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t co = co0 + row0 + (warp & 3) * 16 + (lane >> 2) + 8 * h;
+    if (co >= q.cout_g) continue;
+    if (p.w != nullptr) {
+      float* dst = part + set * n_weight + (g * q.cout_g + co) * q.n_g;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t ci = ci0 + 8 * i + 2 * (lane & 3) + e;
+          if (ci >= q.cin_g) continue;
+#pragma unroll
+          for (int k = 0; k < K; ++k) dst[ci * K + k] = acc[k][4 * i + 2 * h + e];
+        }
+    }
+    if (p.bias != nullptr && nt == 0 && (lane & 3) == 0)
+      part[sets * n_weight + set * p.out_channels + g * q.cout_g + co] = accb[2 * h];
+  }
+#endif
+}
+
+bool switched_on() {
+  static const bool on = env_equals("CONVKIT_DENSE_TMA_WGRAD", "1");
+  return on;
+}
+
+// Rows a 4-D map (position, channel in group, group, batch) can describe: positions contiguous, channel and batch
+// strides multiples of 16 bytes, 16-byte aligned, strides ordered.
+bool rows_ok(const void* ptr, int64_t sb, int64_t sc, int64_t sl, int64_t c, int64_t l) {
+  return sl == 1 && sc % 8 == 0 && sb % 8 == 0 && sc >= l && sb >= c * sc && (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
+}
+
+bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
+#ifndef CONVKIT_SM90A
+  (void)p;
+  (void)q;
+  return false;
+#else
+  if (!switched_on() || p.code_arch != 90) return false;
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (p.stride != 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
+  if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
+  if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
+  if (p.in_length + (p.kernel_size - 1) * p.dilation + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
+    return false;
+  q.cin_g = p.in_channels / p.groups;
+  q.cout_g = p.out_channels / p.groups;
+  if (q.cin_g < 32 || q.cout_g < 32) return false;  // narrower tiles waste most of the 128 x 64 tile
+  if (!rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length)) return false;
+  if (!rows_ok(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, p.out_channels, p.out_length)) return false;
+  if (encode_tiled() == nullptr) return false;
+  q.k = static_cast<int>(p.kernel_size);
+  q.d = static_cast<int>(p.dilation);
+  q.p = static_cast<int>(p.pad_left);
+  q.half = q.cout_g <= 64 ? 1 : 0;
+  q.bm = q.half ? 64 : BM;
+  q.a_bytes = q.bm * J * 2;
+  q.stage_bytes = q.a_bytes + q.k * kBBytes;  // a multiple of 1024
+  const int avail = wg::smem_optin_bytes() - 1024 - kOnesBytes - 16 * kMaxSlots;
+  q.ns = std::min(6, avail / q.stage_bytes);
+  if (q.ns < 3) return false;
+  q.ones_off = q.ns * q.stage_bytes;
+  q.bar_off = q.ones_off + kOnesBytes;
+  q.smem_bytes = q.bar_off + 16 * kMaxSlots + 1024;
+  q.n_g = q.cin_g * q.k;
+  q.m_tiles = ceil_div(q.cout_g, q.bm);
+  q.n_tiles = ceil_div(q.cin_g, BN);
+  q.chunks_per_row = ceil_div(p.out_length, int64_t{J});
+  q.total_chunks = p.batch * q.chunks_per_row;
+  const int64_t pairs = p.groups * q.m_tiles * q.n_tiles;
+  if (pairs >= (int64_t{1} << 31)) return false;
+  // about two blocks' worth of work per SM; workspace <= ~256 MB
+  const int64_t n_weight = p.out_channels * q.n_g;
+  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (n_weight + p.out_channels));
+  const int64_t want = std::max<int64_t>(1, 2 * int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
+  q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
+  return true;
+#endif
+}
+
+// The 4-D map of (B, C, L) rows: (position, channel in group, group, batch), box J positions x rows channels.
+bool make_rows_map(CUtensorMap& map, bool fp16, const void* ptr, int64_t len, int64_t ch_g, int64_t groups,
+                   int64_t batch, int64_t sc, int64_t sb, int rows) {
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(len), static_cast<cuuint64_t>(ch_g),
+                              static_cast<cuuint64_t>(groups), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sc * 2), static_cast<cuuint64_t>(ch_g * sc * 2),
+                                 static_cast<cuuint64_t>(sb * 2)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(J), static_cast<cuuint32_t>(rows), 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  return encode_tiled()(&map, fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                        const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int K>
+cudaError_t launch_taps(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
+                        cudaStream_t stream) {
+  auto kernel = q.half ? conv1d_bwd_weight_dense_tma_kernel<T, K, true> : conv1d_bwd_weight_dense_tma_kernel<T, K, false>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  if (err != cudaSuccess) return err;
+  const int64_t grid = p.groups * q.m_tiles * q.n_tiles * q.splits;
+  kernel<<<static_cast<unsigned>(grid), kBlockThreads, q.smem_bytes, stream>>>(dymap, xmap, p, q);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
+                         cudaStream_t stream) {
+  cudaError_t err;
+  switch (q.k) {
+    case 1: err = launch_taps<T, 1>(dymap, xmap, p, q, stream); break;
+    case 2: err = launch_taps<T, 2>(dymap, xmap, p, q, stream); break;
+    case 3: err = launch_taps<T, 3>(dymap, xmap, p, q, stream); break;
+    default: err = launch_taps<T, 4>(dymap, xmap, p, q, stream); break;
+  }
+  if (err != cudaSuccess) return err;
+  // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
+  return sum_weight_bias_partials<T>(p, p.workspace, q.splits * (q.half ? 2 : 1), p.out_channels * q.n_g,
+                                     p.out_channels, p.w, p.bias, stream);
+}
+
+}  // namespace
+
+bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p) {
+  GwTmaPlan q;
+  return make_plan(p, q);
+}
+
+int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p) {
+  GwTmaPlan q;
+  if (!make_plan(p, q)) return 0;
+  p.weight_splits = q.splits;
+  p.bias_splits = q.splits;
+  return q.splits * (q.half ? 2 : 1) * (p.out_channels * q.n_g + p.out_channels);
+}
+
+cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream) {
+  GwTmaPlan q;
+  if (!make_plan(p, q) || q.splits != p.weight_splits || p.workspace == nullptr) return cudaErrorInvalidValue;
+  CUtensorMap dymap, xmap;
+  const bool fp16 = p.dtype == DType::kFloat16;
+  if (!make_rows_map(dymap, fp16, p.y, p.out_length, q.cout_g, p.groups, p.batch, p.y_stride_c, p.y_stride_b, q.bm) ||
+      !make_rows_map(xmap, fp16, p.x, p.in_length, q.cin_g, p.groups, p.batch, p.x_stride_c, p.x_stride_b, BN))
+    return cudaErrorInvalidValue;
+  if (fp16) return launch_typed<__half>(dymap, xmap, p, q, stream);
+  return launch_typed<__nv_bfloat16>(dymap, xmap, p, q, stream);
+}
+
+}  // namespace convkit
