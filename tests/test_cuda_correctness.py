@@ -701,17 +701,34 @@ def tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, group
 FUSED_GRAD_INPUT = "conv1d_bwd_input_dense_tma_fused"
 
 
-def fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype):
+def fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype, smem=232448):
     """Whether the grad-input runs in one pass on kernels/conv1d_bwd_input_dense_tma.cu (dispatch.cpp,
-    dense_grad_input_fused): 16-bit, stride 2..4, K <= 16, Cout/groups % 16 == 0, Cin/groups >= 32, on a device
-    running sm_90a code. (Not modelled: fp32 master weights, a dy window over 2048 rows, dilation > 65536.)"""
-    return (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and 2 <= stride <= 4 and K <= 16
-            and (Cout // groups) % 16 == 0 and Cin // groups >= 32)
+    dense_grad_input_fused, and the kernel's make_plan): 16-bit, stride 2..4, K <= 16, Cout/groups % 16 == 0,
+    Cin/groups >= 32, on a device running sm_90a code, a dy window of at most 2048 rows and two ring stages in
+    `smem` bytes (the H100's / H200's opt-in shared memory per block). (Not modelled: fp32 master weights,
+    dilation > 65536, lengths near 2^31.)"""
+    if not (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and 2 <= stride <= 4 and K <= 16
+            and (Cout // groups) % 16 == 0 and Cin // groups >= 32):
+        return False
+    pl, _ = resolve_padding(padding, K, stride, dilation)
+    offsets = [((k * dilation - pl) % stride + pl - k * dilation) // stride for k in range(K)]
+    cin_g, cout_g = Cin // groups, Cout // groups
+    xr = 64 if cout_g % 32 == 0 else 32
+    nw = 128 if stride == 2 else 64
+    bm, bnj = (64, 2 * nw) if cin_g <= 64 else (128, nw)
+    wq_min = bnj + max(offsets) - min(offsets)
+    if wq_min > 2048:
+        return False
+    ra = 1024 // xr
+    npieces = -(-wq_min // 256)
+    wq = npieces * (-(-(-(-wq_min // npieces)) // ra) * ra)
+    stage = -(-(K * (xr // 2) * bm * 2 + wq * xr) // 1024) * 1024
+    return (smem - 1024 - 16 * 8 - 2 * 64 * 136 * 2) // stage >= 2
 
 
 def expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
     """The grad-input's name where a TMA kernel runs it (fused, else the phases on the TMA forward), else None."""
-    if fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype):
+    if fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype):
         return FUSED_GRAD_INPUT
     if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
         return TMA_GRAD_INPUT
@@ -924,7 +941,7 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
     gi_tma = tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
     assert gi_tma == (name in ("w2v_like_odd_rows", "aligned_rows", "channel_slice", "position_stride", "grouped",
                                "aligned_rows_tail", "x_one_element_off"))  # the rule, spelled out once
-    fused = fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype)
+    fused = fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype)
     assert fused == (name in ("w2v_like_odd_rows", "cin_80_cout_400"))  # stride 2
     if fused:
         assert names["grad_input"] == FUSED_GRAD_INPUT, names
@@ -1007,7 +1024,7 @@ def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_output
     if not runs_sm90a_code():
         pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
-    assert fused_grad_input_expected(Cin, Cout, K, stride, groups, dtype)
+    assert fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     assert names["grad_input"] == FUSED_GRAD_INPUT, names
     if name == "kb76_like":  # the kernels behind the name: dy copied, one grad-input launch, no phase kernels
@@ -1019,6 +1036,51 @@ def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_output
         assert any("conv1d_bwd_input_dense_tma_kernel" in n for n in ran), sorted(ran)
         assert not any("interleave" in n or "conv1d_fwd_dense" in n for n in ran), sorted(ran)
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu" if name == "w2v_like" else None)
+
+
+# CONVKIT_GI_FUSED=0 (read once per process: a child process): the strided 16-bit grad-input of wide shapes runs
+# its stride phases one by one on the TMA forward after one channels-last copy of dy (dense_grad_input_tma), the
+# path the one-pass kernel took over by default but still serves where it declines (K >= 11 or 12 with Cin/groups
+# > 64: its stages do not fit twice; dy windows over 2048 rows). w2v-like with odd rows, grouped, a (B, L, C) view
+# of dy (no copy), stride 3 with dilation 4; dx against float64 torch, poisoned outputs; and K 12 at stride 2,
+# which the one-pass kernel declines even when it is on (checked in this process: the name without it).
+PHASED_TMA_GI_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, dy layout
+    (2, 512, 512, 3, 1999, 2, 0, 1, 1, "bcl"), (2, 1024, 512, 3, 555, 2, 1, 1, 2, "bcl"),
+    (2, 512, 512, 3, 1001, 2, 1, 1, 1, "blc"), (2, 512, 256, 3, 1201, 3, 0, 4, 1, "bcl")]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, S, P, D, G, layout in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        names = convkit.explain(x, w, None, stride=S, padding=P, dilation=D, groups=G)
+        assert names["grad_input"] == "x_to_channels_last + conv1d_bwd_input_dense_tma", names
+        xr = x.clone().requires_grad_()
+        y = convkit.conv1d(xr, w, None, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        if layout == "blc":
+            dy = dy.transpose(1, 2).contiguous().transpose(1, 2)
+        (dx,) = torch.autograd.grad(y, xr, dy)
+        dx_ref = reference(x, w, None, dy, S, P, P, D, G)[1]
+        assert_close(dx, dx_ref, dtype, f"grad_input {dtype} {(B, Cin, Cout, K, L, S, P, D, G, layout)}")
+print("phased tma grad-input cases passed")
+"""
+
+
+def test_dense_tma_grad_input_by_phases():
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    run_child_script(PHASED_TMA_GI_SCRIPT, "phased tma grad-input cases passed", CONVKIT_GI_FUSED="0",
+                     CONVKIT_POISON_OUTPUTS="1")
+    # K 12 at stride 2, Cin 128: two one-pass stages do not fit, so the phases run even with the kernel on
+    x = torch.randn(2, 128, 777, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(128, 128, 12, device="cuda") / (128 * 12) ** 0.5).to(torch.bfloat16)
+    assert not fused_grad_input_expected(128, 128, 12, 2, 0, 1, 1, torch.bfloat16)
+    assert convkit.explain(x, w, None, stride=2)["grad_input"] != FUSED_GRAD_INPUT
+    check_case(x, w, None, 2, 0, 1, 1, torch.bfloat16)
 
 
 @pytest.mark.large

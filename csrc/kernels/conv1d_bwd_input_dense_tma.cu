@@ -232,6 +232,7 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cout_g % 16 != 0) return false;
+  if (!dy_channels_last(p) && p.out_channels > 65535 * 32) return false;  // the copy's grid (launch_x_to_channels_last)
   if (p.in_length + 4096 >= (int64_t{1} << 31) || p.out_length + p.kernel_size * p.dilation + 4096 >= (int64_t{1} << 31))
     return false;
   if (p.batch >= (int64_t{1} << 31) || p.groups >= (int64_t{1} << 31)) return false;

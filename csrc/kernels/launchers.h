@@ -73,7 +73,8 @@ cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int6
 // The dense / grouped grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu; sm_90a code
 // only): every stride phase of a tile in one block, dx written in place. p is the forward problem with p.y = dy
 // (any strides) and p.grad_x = dx (gx strides). supports(p): 16-bit dy and weights of one dtype, Cout/groups % 16
-// == 0, K <= 16, stride 2..4, a device running the sm_90a code. launch packs the transposed weights into
+// == 0, K <= 16, stride 2..4, a device running the sm_90a code, a dy window of at most 2048 rows and two ring
+// stages in shared memory (not K >= 11 / 12 with Cin/groups > 64). launch packs the transposed weights into
 // p.workspace (16-byte aligned, workspace_bytes(p) bytes), copies dy into channels-last memory there (a slab of
 // batches at a time) unless it already is, and runs the kernel; cudaErrorInvalidValue when unsupported.
 bool conv1d_bwd_input_dense_tma_supports(const Conv1dParams& p);
