@@ -197,8 +197,9 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   if (p.stride != 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
-  if (p.in_length + (p.kernel_size - 1) * p.dilation + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
-    return false;
+  if (p.in_length + (p.kernel_size - 1) * p.dilation + J >= (int64_t{1} << 31) ||
+      p.out_length + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
+    return false;  // TMA coordinates are 32-bit
   q.cin_g = p.in_channels / p.groups;
   q.cout_g = p.out_channels / p.groups;
   if (q.cin_g < 32 || q.cout_g < 32) return false;  // narrower tiles waste most of the 128 x 64 tile
@@ -225,9 +226,9 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.total_chunks = p.batch * q.chunks_per_row;
   const int64_t pairs = p.groups * q.m_tiles * q.n_tiles;
   if (pairs >= (int64_t{1} << 31)) return false;
-  // about two blocks' worth of work per SM; workspace <= ~256 MB
+  // about two blocks' worth of work per SM; workspace <= ~256 MB (half blocks write two partial sets per split)
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (n_weight + p.out_channels));
+  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / ((n_weight + p.out_channels) * (q.half ? 2 : 1)));
   const int64_t want = std::max<int64_t>(1, 2 * int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;
@@ -286,14 +287,15 @@ bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p) {
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p) {
   GwTmaPlan q;
   if (!make_plan(p, q)) return 0;
-  p.weight_splits = q.splits;
-  p.bias_splits = q.splits;
-  return q.splits * (q.half ? 2 : 1) * (p.out_channels * q.n_g + p.out_channels);
+  p.weight_splits = q.splits * (q.half ? 2 : 1);  // partial sets (conv1d_params.h)
+  p.bias_splits = p.weight_splits;
+  return p.weight_splits * (p.out_channels * q.n_g + p.out_channels);
 }
 
 cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream) {
   GwTmaPlan q;
-  if (!make_plan(p, q) || q.splits != p.weight_splits || p.workspace == nullptr) return cudaErrorInvalidValue;
+  if (!make_plan(p, q) || q.splits * (q.half ? 2 : 1) != p.weight_splits || p.workspace == nullptr)
+    return cudaErrorInvalidValue;
   CUtensorMap dymap, xmap;
   const bool fp16 = p.dtype == DType::kFloat16;
   if (!make_rows_map(dymap, fp16, p.y, p.out_length, q.cout_g, p.groups, p.batch, p.y_stride_c, p.y_stride_b, q.bm) ||
