@@ -1108,21 +1108,20 @@ def test_dense_fused_grad_input_in_slabs(poison_outputs):
 
 # The TMA grad-weight (kernels/conv1d_bwd_weight_dense_tma.cu), an experiment switched on by
 # CONVKIT_DENSE_TMA_WGRAD=1 (read once per process: a child process): stride-1 shapes with 16-byte aligned x and dy
-# rows (tcn-like, wavenet-like, grouped K 4 (half blocks: Cout/groups 64), K 1, Cin 40 and Cout 200 (partial tiles),
-# many splits, two groups of 256, half blocks with two ci tiles and 48 rows, "same" padding of an even K (pad
-# right != left)), grad-weight and grad-bias against float64 torch with poisoned outputs and the same bits on a
-# second run; shapes it declines (x rows of odd length, dy rows of odd length, a (B, L, C) view of x, stride 2, K 5)
-# keep the other kernels.
+# rows and tap shifts k*D - P in multiples of 8 positions (tcn-like, wavenet-like, grouped K 4 (half blocks:
+# Cout/groups 64), K 1, Cin 40 and Cout 200 (partial tiles), many splits, two groups of 256, half blocks with two ci
+# tiles and 48 rows), grad-weight and grad-bias against float64 torch with poisoned outputs and the same bits on a
+# second run; shapes it declines (x rows of odd length, dy rows of odd length, padding 1 (unaligned tap shifts), a
+# (B, L, C) view of x, stride 2, K 5) keep the other kernels.
 TMA_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
-from convkit.functional import resolve_padding
 torch.manual_seed(0)
 cases = [  # B, Cin, Cout, K, L, padding, dilation, groups
-    (2, 256, 256, 3, 1000, 8, 8, 1), (2, 128, 128, 2, 2048, 0, 512, 1), (2, 256, 256, 4, 1024, 3, 2, 4),
-    (3, 64, 96, 1, 808, 0, 1, 1), (2, 40, 200, 3, 1000, 1, 1, 1), (4, 64, 128, 3, 8192, 1, 1, 1),
-    (1, 512, 512, 3, 520, 1, 1, 2), (2, 256, 96, 3, 512, 1, 1, 2), (2, 128, 128, 2, 1024, "same", 1, 1)]
+    (2, 256, 256, 3, 1000, 8, 8, 1), (2, 128, 128, 2, 2048, 0, 512, 1), (2, 256, 256, 4, 1024, 16, 8, 4),
+    (3, 64, 96, 1, 808, 0, 1, 1), (2, 40, 200, 3, 1000, 8, 8, 1), (4, 64, 128, 3, 8192, 8, 8, 1),
+    (1, 512, 512, 3, 520, 8, 8, 2), (2, 256, 96, 3, 512, 8, 8, 2), (2, 128, 128, 2, 1024, 8, 16, 1)]
 for dtype in (torch.bfloat16, torch.float16):
     for B, Cin, Cout, K, L, P, D, G in cases:
         x = torch.randn(B, Cin, L, device="cuda").to(dtype)
@@ -1136,18 +1135,18 @@ for dtype in (torch.bfloat16, torch.float16):
         dw, db = torch.autograd.grad(y, (w, b), dy)
         dw2, db2 = torch.autograd.grad(convkit.conv1d(x, w, b, padding=P, dilation=D, groups=G), (w, b), dy)
         assert torch.equal(dw, dw2) and torch.equal(db, db2), "not deterministic"
-        pl, pr = resolve_padding(P, K, 1, D)
-        _, _, dw_ref, db_ref = reference(x, w, b, dy, 1, pl, pr, D, G)
+        _, _, dw_ref, db_ref = reference(x, w, b, dy, 1, P, P, D, G)
         what = f"{dtype} {(B, Cin, Cout, K, L, P, D, G)}"
         assert_close(dw, dw_ref, dtype, "grad_weight " + what)
         assert_close(db, db_ref, dtype, "grad_bias " + what)
     w = torch.randn(256, 256, 3, device="cuda").to(dtype)
-    for x, S, Kw in ((torch.randn(2, 256, 1001, device="cuda").to(dtype), 1, 3),
-                     (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 2),  # Lout 999
-                     (torch.randn(2, 1000, 256, device="cuda").to(dtype).transpose(1, 2), 1, 3),
-                     (torch.randn(2, 256, 1000, device="cuda").to(dtype), 2, 3),
-                     (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 5)):
-        assert convkit.explain(x, w[:, :, :1].repeat(1, 1, Kw), None, stride=S)["grad_weight"] != \
+    for x, S, Kw, P in ((torch.randn(2, 256, 1001, device="cuda").to(dtype), 1, 3, 0),
+                        (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 2, 0),  # Lout 999
+                        (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 3, 1),  # shifts -1, 0, 1
+                        (torch.randn(2, 1000, 256, device="cuda").to(dtype).transpose(1, 2), 1, 3, 0),
+                        (torch.randn(2, 256, 1000, device="cuda").to(dtype), 2, 3, 0),
+                        (torch.randn(2, 256, 1000, device="cuda").to(dtype), 1, 5, 0)):
+        assert convkit.explain(x, w[:, :, :1].repeat(1, 1, Kw), None, stride=S, padding=P)["grad_weight"] != \
             "conv1d_bwd_weight_dense_tma"
 print("tma grad-weight cases passed")
 """

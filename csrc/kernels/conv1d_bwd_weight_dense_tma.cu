@@ -6,7 +6,8 @@
 //
 // Why: the register-staged wgmma grad-weight (conv1d_bwd_weight_dense_wgmma.cu) spends its time staging (loads,
 // realignment, transposes by the threads), not in its MMAs (session 14); at stride 1 both operands are already in
-// the layout wgmma wants when x and dy rows are 16-byte aligned:
+// the layout wgmma wants when x and dy rows are 16-byte aligned and the taps' shifts k*D - P are multiples of 8
+// positions (the copy engine's boxes start 16-byte aligned along the innermost dimension):
 //
 //   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
 //
@@ -196,6 +197,11 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   if (p.stride != 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
+  // Every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine needs that start 16-byte
+  // aligned (an unaligned one is an illegal instruction, as Triton found (issue 7385) and, most likely, this
+  // project's reverted direct-dy grad-input did: b8c1fc1), so k*D - P must be a multiple of 8 for every tap
+  // (tcn: D 8, P 8; wavenet: D 512, P 0).
+  if (p.pad_left % 8 != 0 || (p.kernel_size > 1 && p.dilation % 8 != 0)) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
   if (p.in_length + (p.kernel_size - 1) * p.dilation + J >= (int64_t{1} << 31) ||
       p.out_length + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
