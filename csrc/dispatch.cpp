@@ -497,9 +497,12 @@ bool dense_grad_input_fused(const Conv1dParams& p) {
          conv1d_bwd_input_dense_tma_supports(p);
 }
 
-// The dense grad-input's kernel: the TMA forward on a channels-last copy of dy where it applies, else the kernel
-// every phase can run on (dense_grad_input), or {nullptr, ""} (generic).
+// The dense grad-input's kernel: the one-pass kernel (dense_grad_input_fused), else the TMA forward phase by phase
+// on a channels-last copy of dy where it applies, else the kernel every phase can run on (dense_grad_input), or
+// {nullptr, ""} (generic).
 Choice choose_dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
+  if (dense_grad_input_fused(p))
+    return {&launch_conv1d_bwd_input_dense_tma, kFusedGradInputName, false, &conv1d_bwd_input_dense_tma_workspace_bytes};
   const Choice tma = dense_grad_input_tma(p, phases);
   return tma.launch != nullptr ? tma : dense_grad_input(p, phases);
 }
@@ -838,23 +841,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                            ? dy_in
                            : undo_activation(dy_in, x, w, bias, stride, pl, pr, dilation, groups, activation);
   set_y(p, dy);
-  const bool gi_fused = need_input && dense_grad_input_fused(p);
-  if (gi_fused) {
+  const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
+  const Choice gi = need_input ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
+  const bool gi_tma = gi.launch == &launch_conv1d_fwd_dense_tma;
+  const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
+  if (gi.launch == &launch_conv1d_bwd_input_dense_tma) {  // every phase in one pass, dx written in place
     Conv1dParams q = p;
     q.grad_x = dx.data_ptr();
     q.gx_stride_b = dx.stride(0);
     q.gx_stride_c = dx.stride(1);
     q.gx_stride_l = dx.stride(2);
-    const at::Tensor ws = at::empty({conv1d_bwd_input_dense_tma_workspace_bytes(q)}, opts.dtype(at::kByte));
+    const at::Tensor ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
     q.workspace = ws.data_ptr();
-    check_launch(launch_conv1d_bwd_input_dense_tma(q, current_stream()), kFusedGradInputName);
-  }
-  const bool need_phases = need_input && !gi_fused;  // the grad-input by phases (or the generic kernel)
-  const std::vector<GradInputPhase> phases = need_phases ? grad_input_phases(p) : std::vector<GradInputPhase>{};
-  const Choice gi = need_phases ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
-  const bool gi_tma = gi.launch == &launch_conv1d_fwd_dense_tma;
-  const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
-  if (gi.launch != nullptr) {
+    check_launch(gi.launch(q, current_stream()), gi.name);
+  } else if (gi.launch != nullptr) {
     // At stride S > 1 each phase would write dx[..., rho::S]: every S-th element, with 2-byte stores,
     // and S kernels each touching every sector of dx. The phases write whole rows of a
     // (S, B, Cin, ceil(Lin / S)) buffer instead, and one copy interleaves them (session 7, kb76 bf16
@@ -912,7 +912,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
         dx.copy_(inter.reshape({p.batch, p.in_channels, lq * p.stride}).narrow(2, 0, p.in_length));
       }
     }
-  } else if (need_phases) {
+  } else if (need_input) {
     Conv1dParams q = p;
     set_x(q, dx);
     check_launch(launch_conv1d_bwd_input_generic(q, current_stream()), "conv1d_bwd_input_generic");
@@ -961,8 +961,7 @@ std::vector<std::string> explain(const at::Tensor& x, const at::Tensor& w, int64
   }
   const Choice b = choose_backward(p);
   if (b.launch != nullptr) return {choose_forward(p).name, b.name, b.name};
-  const Choice gi = dense_grad_input_fused(p) ? Choice{&launch_conv1d_bwd_input_dense_tma, kFusedGradInputName}
-                                              : choose_dense_grad_input(p, grad_input_phases(p));
+  const Choice gi = choose_dense_grad_input(p, grad_input_phases(p));
   const WeightGradChoice gw = dense_grad_weight(p);
   return {choose_forward(p).name, gi.launch != nullptr ? gi.name : "conv1d_bwd_input_generic",
           gw.launch != nullptr ? gw.name : "conv1d_bwd_weight_generic"};

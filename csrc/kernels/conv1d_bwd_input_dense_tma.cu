@@ -42,7 +42,6 @@ using namespace tma;
 
 constexpr int kThreads = 256;                 // two consumer warpgroups
 constexpr int kBlockThreads = kThreads + 32;  // and the producer warp
-constexpr int kMaxSlots = 8;
 constexpr int kMaxTaps = 16;
 constexpr int kMaxPhases = 4;
 constexpr int kBandBytes = 64 * (128 + 8) * 2;  // one warpgroup's epilogue band, the largest (S 2 and 4)
@@ -87,7 +86,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzled TMA destinations: 1024-byte aligned
   const uint32_t bar0 = base + q.bar_off;
   const int nch = static_cast<int>(q.chunks);
-  const int64_t my_tiles = q.num_tiles > blockIdx.x ? (q.num_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int64_t my_tiles = block_tiles(q.num_tiles);
   const int64_t total = my_tiles * nch;
 
   auto tile_coords = [&](int64_t tile, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
@@ -97,26 +96,17 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   // Stage sidx (tile sidx / nch of this block, chunk sidx % nch): one bulk copy of the packed weights, one TMA
   // load per window piece. The producer warp's lane 0 only.
   auto issue = [&](int64_t sidx) {
-    int64_t b, g, jt, mt;
-    tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
-    const int chunk = static_cast<int>(sidx % nch);
-    const int slot = static_cast<int>(sidx % q.ns);
-    const uint32_t bar = bar0 + 8u * slot;
-    const uint32_t a_dst = base + slot * q.stage_bytes, x_dst = a_dst + q.a_bytes;
-    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
-    const int64_t blk = (g * q.m_tiles + mt) * nch + chunk;
-    bulk_copy_g2s(a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), bar);
-    const int64_t pos0 = jt * q.bnj + q.o_min;
+    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
+    issue_weights(q, st, wpack, static_cast<uint32_t>(q.x_bytes));
+    const int64_t pos0 = st.jt * q.bnj + q.o_min;
     for (int pc = 0; pc < q.npieces; ++pc)
-      load_5d(x_dst + pc * q.piece_rows * XR, &dymap, 0, chunk, static_cast<int>(g),
-              static_cast<int>(pos0 + static_cast<int64_t>(pc) * q.piece_rows), static_cast<int>(b), bar);
+      load_5d(st.x_dst + pc * q.piece_rows * XR, &dymap, 0, st.chunk, static_cast<int>(st.g),
+              static_cast<int>(pos0 + static_cast<int64_t>(pc) * q.piece_rows), static_cast<int>(st.b), st.bar);
   };
 
   if (tid == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&dymap)) : "memory");
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, 1);                // full: the producer's expect_tx
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * (kMaxSlots + i), 2);  // empty: one per warpgroup
-    mbar_fence_init();
+    prefetch_map(&dymap);
+    init_ring(bar0, q.ns, 1, kMaxSlots, 2);
   }
   __syncthreads();
   if (warp == 8) {  // the producer warp
@@ -159,7 +149,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       }
       wg::commit();
       wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done: release its slot
-      if (s >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+      release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
     }
 
     // Epilogue (the ring meanwhile holds the next tile's first stages): two bands per warpgroup, each NW / 2
@@ -203,8 +193,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 }
 
 // ---- host -----------------------------------------------------------------------------------------------
-constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
-
 bool dy_channels_last(const Conv1dParams& p) {
   return p.y_stride_c == 1 && p.y_stride_l % 8 == 0 && p.y_stride_b % 8 == 0 && p.y_stride_l >= p.out_channels &&
          p.y_stride_b >= p.out_length * p.y_stride_l && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
@@ -212,8 +200,7 @@ bool dy_channels_last(const Conv1dParams& p) {
 
 // Batches per dy copy slab.
 int64_t slab_batches(const Conv1dParams& p) {
-  const int64_t per_batch = p.out_length * p.out_channels * 2;
-  return std::max<int64_t>(1, std::min<int64_t>(p.batch, kCopySlabBytes / per_batch));
+  return copy_slab_batches(p.batch, p.out_length * p.out_channels * 2, p.batch);
 }
 
 // p: the forward problem (x's shape, dy = p.y); fills q for all of p.batch.

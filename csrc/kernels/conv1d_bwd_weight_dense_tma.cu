@@ -40,7 +40,6 @@ using namespace tma;
 
 constexpr int kThreads = 256;                 // two consumer warpgroups
 constexpr int kBlockThreads = kThreads + 32;  // and the producer warp
-constexpr int kMaxSlots = 8;
 constexpr int kMaxTaps = 4;                    // acc: K x 32 fp32 per thread (K 5 spills: 160 registers)
 constexpr int BM = 128, BN = 64, J = 64;       // co x ci per block (BM 64 for half blocks), positions per chunk
 constexpr int kBBytes = BN * J * 2;
@@ -93,11 +92,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   };
 
   if (tid == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&dymap)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, 1);                // full: the producer's expect_tx
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * (kMaxSlots + i), 2);  // empty: one per warpgroup
-    mbar_fence_init();
+    prefetch_map(&dymap);
+    prefetch_map(&xmap);
+    init_ring(bar0, q.ns, 1, kMaxSlots, 2);
   }
   if (tid < kOnesBytes / 4) {  // the ones block (1.0 in T, two per word; the swizzle permutes ones into ones)
     const uint32_t one = bits16<T>(1.f);
@@ -140,7 +137,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     wg::commit();
     wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done: release its slot
-    if (s >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+    release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
   }
   wg::wait<0>();
 #pragma unroll

@@ -120,7 +120,6 @@ using namespace tma;
 
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
-constexpr int kMaxSlots = 8;
 constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
 constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
 // Bytes of one x row in shared memory (a TMA box row: one position): the kernel's XR, the plan's xr. 16: the
@@ -249,8 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // TMA destinations: 128 (swizzled: 1024)-byte aligned
   const uint32_t bar0 = base + q.bar_off;
   const int nch = static_cast<int>(q.chunks);
-  const int64_t my_tiles =
-      q.num_tiles > blockIdx.x ? (q.num_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int64_t my_tiles = block_tiles(q.num_tiles);
   const int64_t total = my_tiles * nch;  // stages this block consumes
   const int64_t S = q.s, D = q.d, P = p.pad_left;
 
@@ -261,15 +259,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
   // of the packed weights, one TMA load per (channel group, segment, phase, piece). Thread 0 only.
   auto issue = [&](int64_t sidx) {
-    int64_t b, g, jt, mt;
-    tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
-    const int chunk = static_cast<int>(sidx % nch);
-    const int slot = static_cast<int>(sidx % q.ns);
-    const uint32_t bar = bar0 + 8u * slot;
-    const uint32_t a_dst = base + slot * q.stage_bytes, x_dst = a_dst + q.a_bytes;
-    mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + (CONVKIT_TMA_X_CPASYNC ? 0 : q.x_bytes)));
-    const int64_t blk = (g * q.m_tiles + mt) * nch + chunk;
-    bulk_copy_g2s(a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), bar);
+    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
+    const int64_t b = st.b, g = st.g, jt = st.jt;
+    const int chunk = st.chunk;
+    const uint32_t bar = st.bar, x_dst = st.x_dst;
+    issue_weights(q, st, wpack, CONVKIT_TMA_X_CPASYNC ? 0u : static_cast<uint32_t>(q.x_bytes));
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
@@ -300,12 +294,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   // fastest; row = (segment * nph + phase) * wq + r holds position start + segment * D + phase + r * S.
   const unsigned short* const xr = static_cast<const unsigned short*>(p.x);
   auto issue_x = [&](int64_t sidx) {
-    int64_t b, g, jt, mt;
-    tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
-    const int chunk = static_cast<int>(sidx % nch);
-    const int slot = static_cast<int>(sidx % q.ns);
-    const uint32_t x_dst = base + slot * q.stage_bytes + q.a_bytes;
-    const int64_t start0 = jt * q.bn * S - P;
+    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
+    const int64_t b = st.b, g = st.g;
+    const int chunk = st.chunk;
+    const uint32_t x_dst = st.x_dst;
+    const int64_t start0 = st.jt * q.bn * S - P;
     const int cgn = q.cc / 8;
     const int rows = q.nseg * q.nph * q.wq;
     const int64_t ci0 = g * q.cin_g + static_cast<int64_t>(chunk) * q.cc;
@@ -321,17 +314,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const void* src = ok ? static_cast<const void*>(xb + pos * p.x_stride_l + cg * 8) : static_cast<const void*>(xr);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
     }
-    cp_async_mbar_arrive_noinc(bar0 + 8u * slot);
+    cp_async_mbar_arrive_noinc(st.bar);
   };
 
   if (tid == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    // Arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async form.
-    for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * i, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1);
-    // "empty" barriers (producer-warp form): one arrival per consumer warpgroup
-    if (CONVKIT_TMA_PRODUCER_WARP)
-      for (int i = 0; i < q.ns; ++i) mbar_init(bar0 + 8u * (kMaxSlots + i), 2);
-    mbar_fence_init();
+    prefetch_map(&xmap);
+    // "full" arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async
+    // form; the "empty" barriers serve the producer-warp form only (unused without it)
+    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, 2);
   }
   __syncthreads();
   if (CONVKIT_TMA_PRODUCER_WARP) {
@@ -405,7 +395,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       wg::commit();
       wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done
       if (CONVKIT_TMA_PRODUCER_WARP) {
-        if (s >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+        release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
       } else {
         __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
         if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
@@ -691,7 +681,6 @@ void plan_window(TmaPlan& q) {
 // against the wgmma / mma.sync kernel on (B, C, L) x): w2v_k3s2 (768) 3.85 against 4.14, tcn (768) 0.63 / 0.72,
 // wavenet (512) 0.60 / 0.63 are copied; kb67 (384) 2.03 / 1.89 and kb76 (128) 7.95 / 5.88 are not.
 // CONVKIT_DENSE_TMA_COPY=0: never copy; =1: copy for every shape the kernel runs (measurements).
-constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
 constexpr int64_t kCopyMinWorkPerElement = 512;
 
 bool channels_last_x(const Conv1dParams& p) { return p.x_stride_c == 1; }
@@ -704,8 +693,7 @@ bool copy_pays(const Conv1dParams& p) {
 
 // Batches per copy slab.
 int64_t slab_batches(const Conv1dParams& p) {
-  const int64_t per_batch = p.in_length * p.in_channels * 2;
-  return std::max<int64_t>(1, std::min<int64_t>({p.batch, kCopySlabBytes / per_batch, 65535}));
+  return copy_slab_batches(p.batch, p.in_length * p.in_channels * 2, 65535);  // grid.z of launch_copy
 }
 
 // p with x replaced by batch batches of channels-last x at xbuf.

@@ -108,6 +108,70 @@ __device__ __forceinline__ void tile_coords(int64_t tile, int64_t m_tiles, int64
   divmod(rest, j_tiles, b, jt);
 }
 
+// Fetches a kernel parameter's tensor map into the descriptor cache ahead of its first copy.
+__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
+}
+
+// Ring slots at most: the kernels reserve 2 * kMaxSlots barriers ("full" at bar0 + 8 slot, "empty" at bar0 + 8
+// (kMaxSlots + slot)).
+constexpr int kMaxSlots = 8;
+
+// The ring's mbarriers (one thread, before the block barrier that follows): "full" slot i at bar0 + 8 i, completed
+// by the producer's expect_tx and the copies' bytes (full_count arrivals), "empty" slot i at bar0 + 8 (empty_off + i),
+// one arrival per consumer warpgroup (empty_count); then made visible to the copy engine.
+__device__ __forceinline__ void init_ring(uint32_t bar0, int ns, uint32_t full_count, int empty_off,
+                                          uint32_t empty_count) {
+  for (int i = 0; i < ns; ++i) mbar_init(bar0 + 8u * i, full_count);
+  for (int i = 0; i < ns; ++i) mbar_init(bar0 + 8u * (empty_off + i), empty_count);
+  mbar_fence_init();
+}
+
+// A consumer warpgroup after its wgmma.wait<1> in stage s: its calls of stage s - 1 are done, so one of its threads
+// (t = its thread index in the block) gives that stage's slot back to the producer.
+__device__ __forceinline__ void release_previous_slot(uint32_t bar0, int empty_off, int64_t s, int ns, int t) {
+  if (s >= 1 && (t & 127) == 0) mbar_arrive(bar0 + 8u * (empty_off + static_cast<int>((s - 1) % ns)));
+}
+
+// Tiles of a persistent block (block blockIdx.x takes tiles blockIdx.x, + gridDim.x, ...).
+__device__ __forceinline__ int64_t block_tiles(int64_t num_tiles) {
+  return num_tiles > blockIdx.x ? (num_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+}
+
+// Stage sidx of a persistent block whose tiles have `chunks` reduction chunks each (tile sidx / chunks of the block,
+// chunk sidx % chunks), in ring slot sidx % ns of stage_bytes: its tile, chunk and shared addresses (the packed
+// weights at a_dst, the activations' operand at x_dst = a_dst + a_bytes). Plan: the TMA kernels' plans (m_tiles,
+// j_tiles, chunks, ns, stage_bytes, a_bytes).
+struct Stage {
+  int64_t b, g, jt, mt;
+  int chunk;
+  uint32_t bar, a_dst, x_dst;
+};
+template <typename Plan>
+__device__ __forceinline__ Stage stage_of(const Plan& q, int64_t groups, int64_t sidx, uint32_t base, uint32_t bar0) {
+  Stage st;
+  const int64_t nch = q.chunks;
+  tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), q.m_tiles, groups, q.j_tiles, st.b, st.g,
+              st.jt, st.mt);
+  st.chunk = static_cast<int>(sidx % nch);
+  const int slot = static_cast<int>(sidx % q.ns);
+  st.bar = bar0 + 8u * slot;
+  st.a_dst = base + slot * q.stage_bytes;
+  st.x_dst = st.a_dst + q.a_bytes;
+  return st;
+}
+// The producer's start of stage st: expect a_bytes + x_bytes on its barrier, then the bulk copy of its packed weights
+// (block (g * m_tiles + mt) * chunks + chunk of tma::pack_weights_kernel).
+template <typename Plan>
+__device__ __forceinline__ void issue_weights(const Plan& q, const Stage& st, const unsigned short* wpack,
+                                              uint32_t x_bytes) {
+  mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes) + x_bytes);
+  const int64_t blk = (st.g * q.m_tiles + st.mt) * q.chunks + st.chunk;
+  bulk_copy_g2s(st.a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), st.bar);
+}
+
 // The producer of a ring of ns slots (one thread): stage i goes into slot i % ns once the consumers have released
 // that slot's previous stage (the "empty" barrier of slot s at bar0 + 8 * (empty_off + s); its phase i / ns - 1).
 template <typename Issue>
@@ -117,6 +181,16 @@ __device__ __forceinline__ void produce_stages(int64_t total, int ns, uint32_t b
     if (i >= ns) mbar_wait(bar0 + 8u * (empty_off + slot), static_cast<uint32_t>((i / ns - 1) & 1));
     issue(i);
   }
+}
+
+// The launchers copy a (B, C, L) operand into channels-last memory in the workspace a slab of batches at a time.
+constexpr int64_t kCopySlabBytes = int64_t{1} << 30;
+// Batches per slab: as many as fit kCopySlabBytes (at least 1, at most batch and max_batches).
+inline int64_t copy_slab_batches(int64_t batch, int64_t bytes_per_batch, int64_t max_batches) {
+  int64_t n = kCopySlabBytes / bytes_per_batch;
+  n = n < batch ? n : batch;
+  n = n < max_batches ? n : max_batches;
+  return n > 1 ? n : 1;
 }
 
 // The weights of every stage in the exact shared-memory image wgmma reads them from (A, K-major): block
