@@ -657,6 +657,16 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
+def tma_grad_weight_expected(Cin, Cout, K, L, stride, padding, dilation, groups, blc=False):
+    """Whether conv1d_bwd_weight_dense_tma takes a 16-bit call on an sm_90a build (its make_plan): stride 1, K <= 4,
+    32+ channels per group both ways, (B, C, L) x and dy rows of whole 16-byte units, tap shifts in 8s."""
+    if isinstance(padding, str) or blc or stride != 1 or K > 4 or Cin // groups < 32 or Cout // groups < 32:
+        return False
+    lout = L + 2 * padding - dilation * (K - 1)
+    return (runs_sm90a_code() and L % 8 == 0 and lout > 0 and lout % 8 == 0 and padding % 8 == 0
+            and (K == 1 or dilation % 8 == 0))
+
+
 def runs_sm90a_code():
     """Whether this device runs the extension's sm_90a code (where the wgmma kernels exist)."""
     from convkit._config import config
@@ -778,9 +788,13 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert names["grad_input"] == gi, names
     else:
         assert names["grad_input"] in ("conv1d_bwd_input_dense_wgmma", "conv1d_bwd_input_dense_mma"), names
-    # grad-weight on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64,
-    # K = 3 (not wavenet_like_d512, k8_causal)
-    assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
+    # grad-weight by TMA (kernels/conv1d_bwd_weight_dense_tma.cu) where x and dy rows allow it (tcn_like_d8), else on
+    # wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64, K = 3 (not
+    # wavenet_like_d512, k8_causal)
+    if tma_grad_weight_expected(Cin, Cout, K, L, stride, padding, dilation, groups, blc="view" in name):
+        assert names["grad_weight"] == "conv1d_bwd_weight_dense_tma", names
+    else:
+        assert names["grad_weight"] == ("conv1d_bwd_weight_dense_wgmma" if K == 3 else "conv1d_bwd_weight_dense_mma")
     if name in ("w2v_like_s2", "s3_d4"):  # the profiler costs seconds per use: two cases show the kernels the names
         # stand for: the forward alone (the grad-input runs the wgmma forward kernel too), then forward + gradients
         fwd = "conv1d_fwd_dense_tma_kernel" if "tma" in names["forward"] else "conv1d_fwd_dense_wgmma_kernel"
@@ -1106,8 +1120,8 @@ def test_dense_fused_grad_input_in_slabs(poison_outputs):
     torch.cuda.empty_cache()
 
 
-# The TMA grad-weight (kernels/conv1d_bwd_weight_dense_tma.cu), an experiment switched on by
-# CONVKIT_DENSE_TMA_WGRAD=1 (read once per process: a child process): stride-1 shapes with 16-byte aligned x and dy
+# The TMA grad-weight (kernels/conv1d_bwd_weight_dense_tma.cu), the default where it applies, in a child process (a
+# fault in a TMA kernel must not take the rest of the suite with it): stride-1 shapes with 16-byte aligned x and dy
 # rows and tap shifts k*D - P in multiples of 8 positions (tcn-like, wavenet-like, grouped K 4 (half blocks:
 # Cout/groups 64), K 1, Cin 40 and Cout 200 (partial tiles), many splits, two groups of 256, half blocks with two ci
 # tiles and 48 rows), grad-weight and grad-bias against float64 torch with poisoned outputs and the same bits on a
@@ -1152,11 +1166,27 @@ print("tma grad-weight cases passed")
 """
 
 
-def test_dense_tma_grad_weight_experiment():
+def test_dense_tma_grad_weight():
     if not runs_sm90a_code():
         pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
-    run_child_script(TMA_WGRAD_SCRIPT, "tma grad-weight cases passed", CONVKIT_DENSE_TMA_WGRAD="1",
-                     CONVKIT_POISON_OUTPUTS="1")
+    run_child_script(TMA_WGRAD_SCRIPT, "tma grad-weight cases passed", CONVKIT_POISON_OUTPUTS="1",
+                     CONVKIT_DENSE_TMA_WGRAD=None)
+
+
+SWITCHED_OFF_WGRAD_SCRIPT = r"""
+import torch, convkit
+x = torch.randn(2, 256, 1000, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(256, 256, 3, device="cuda", dtype=torch.bfloat16)
+names = convkit.explain(x, w, None, padding=8, dilation=8)
+assert names["grad_weight"] != "conv1d_bwd_weight_dense_tma", names
+print("switched off")
+"""
+
+
+def test_dense_tma_grad_weight_switched_off():
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    run_child_script(SWITCHED_OFF_WGRAD_SCRIPT, "switched off", CONVKIT_DENSE_TMA_WGRAD="0")
 
 
 @pytest.mark.large

@@ -1,8 +1,9 @@
 // Dense and grouped grad-weight (+ grad-bias) of a stride-1 convolution on wgmma with both operands brought in by
-// TMA straight from (B, C, L) x and dy, sm_90a, fp16/bf16 in, fp32 accumulation (session 23). An EXPERIMENT, off by
-// default: CONVKIT_DENSE_TMA_WGRAD=1 makes dispatch.cpp (dense_grad_weight) run it where
-// conv1d_bwd_weight_dense_tma_supports(p) holds; written without a GPU, checked by
-// test_dense_tma_grad_weight_experiment (a child process with the switch on) but not yet run or timed.
+// TMA straight from (B, C, L) x and dy, sm_90a, fp16/bf16 in, fp32 accumulation (session 23). dispatch.cpp
+// (dense_grad_weight) runs it first wherever conv1d_bwd_weight_dense_tma_supports(p) holds; CONVKIT_DENSE_TMA_WGRAD=0
+// switches it off. Checked by test_dense_tma_grad_weight (a child process). H100, bf16 (session 24): tcn 0.293 ms
+// against 0.63 for the register-staged wgmma kernel, wavenet 0.216 against 0.53 (mma.sync); fwd+bwd tcn 1.645 ->
+// 1.321 ms, wavenet 1.465 -> 1.147.
 //
 // Why: the register-staged wgmma grad-weight (conv1d_bwd_weight_dense_wgmma.cu) spends its time staging (loads,
 // realignment, transposes by the threads), not in its MMAs (session 14); at stride 1 both operands are already in
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 }
 
 bool switched_on() {
-  static const bool on = env_equals("CONVKIT_DENSE_TMA_WGRAD", "1");
+  static const bool on = !env_equals("CONVKIT_DENSE_TMA_WGRAD", "0");
   return on;
 }
 

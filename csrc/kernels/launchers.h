@@ -105,7 +105,7 @@ bool conv1d_bwd_weight_dense_wgmma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_wgmma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
 // The same for stride 1 with both operands by TMA from (B, C, L) rows (kernels/conv1d_bwd_weight_dense_tma.cu;
-// sm_90a code only): an experiment, off unless CONVKIT_DENSE_TMA_WGRAD=1. supports(p): 16-bit, stride 1, K <= 4,
+// sm_90a code only; CONVKIT_DENSE_TMA_WGRAD=0 switches it off). supports(p): 16-bit, stride 1, K <= 4,
 // Cin/groups and Cout/groups >= 32, x and dy (p.y) rows contiguous with channel and batch strides multiples of 8
 // elements, 16-byte aligned, padding and (K > 1) dilation multiples of 8.
 bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p);
