@@ -110,6 +110,27 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #ifndef CONVKIT_TMA_PRODUCER_WARP
 #define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
+
+// 1 (default, session 24): the k16 steps of a stage take their operands' shared-memory offsets from a table the
+// block fills once (16-byte units, relative to the stage's slot), so a step's two descriptors are an add and an or
+// each; the steps loop is unrolled by two. 0: every step recomputes its tap row (a division by the stride) and
+// both descriptors from the addresses (sessions 15-23). Why: ncu (session 24, H100, tcn bf16) counted ~735 warp
+// instructions per consumer warp per 12-wgmma stage at ~7 cycles each, with the tensor pipe active 29 % of the
+// time and neither memory level busy: the consumers' instruction stream, not the copies, set the pace.
+#ifndef CONVKIT_TMA_STEP_TABLE
+#define CONVKIT_TMA_STEP_TABLE 1
+#endif
+
+// 1 (session 24): "ping-pong" consumers. Each warpgroup computes whole tiles of its own (BM = 64 * MW rows: the
+// block's tiles alternate between the two), and their main loops take turns through two order mbarriers, so one
+// warpgroup's epilogue runs while the other's wgmma calls keep the tensor cores busy. 0: both warpgroups share each
+// tile (BM = 128 * MW) and run their epilogues together, the tensor cores idle meanwhile.
+#ifndef CONVKIT_TMA_PINGPONG
+#define CONVKIT_TMA_PINGPONG 0
+#endif
+static_assert(!CONVKIT_TMA_PINGPONG || (CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_BANDED_EPILOGUE &&
+                                        !CONVKIT_TMA_DIRECT_EPILOGUE),
+              "the ping-pong consumers need the producer warp and the banded epilogue");
 static_assert(!(CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_X_CPASYNC),
               "the producer warp stages x by TMA (-DCONVKIT_TMA_PRODUCER_WARP=0)");
 
@@ -119,6 +140,7 @@ using namespace tc;
 using namespace tma;
 
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
+constexpr int kMaxSteps = 32;  // k16 steps per stage: K <= 16 taps x 32 channels
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
 constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
@@ -190,13 +212,13 @@ __device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t d
 #undef CONVKIT_A8
 #undef CONVKIT_A64
 
-// Epilogue walk over a warpgroup's (wgi) m64n128 accumulator fragments acc[mb][nb] (rows (wgi * MW + mb) * 64 ..
+// Epilogue walk over a warpgroup's m64n128 accumulator fragments acc[mb][nb] (rows (wrow + mb) * 64 ..
 // + 63, columns nb * 128 .. + 127 of the tile): f(row, co, col, v0, v1) for each pair of adjacent columns of this
 // thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated. With
 // only_mb / only_nb >= 0 (constants in the caller's unrolled loop), only that fragment.
 // (kernels/conv1d_fwd_dense_wgmma.cu has the same walk inline; both store the C tile with wg::store_c_tile.)
 template <typename T, int MW, int NB, typename F>
-__device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, float (&acc)[MW][NB][64], int wgi, int warp,
+__device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, float (&acc)[MW][NB][64], int wrow, int warp,
                                                      int lane, int64_t g, int64_t cout_g, int64_t co0, F&& f,
                                                      int only_mb = -1, int only_nb = -1) {
   const int rw = (warp & 3) * 16 + (lane >> 2);
@@ -205,7 +227,7 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
     if (only_mb >= 0 && mb != only_mb) continue;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = (wgi * MW + mb) * 64 + rw + 8 * h;
+      const int row = (wrow + mb) * 64 + rw + 8 * h;
       const int64_t co = co0 + row;
       float bv = 0.f;
       if (p.bias != nullptr && co < cout_g) bv = load_param<T>(p, p.bias, g * cout_g + co);
@@ -245,8 +267,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   constexpr bool kXSwizzled = XR > 16;
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
+  const int wrow = CONVKIT_TMA_PINGPONG ? 0 : wgi * MW;  // the warpgroup's first 64-row block of a tile
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // TMA destinations: 128 (swizzled: 1024)-byte aligned
   const uint32_t bar0 = base + q.bar_off;
+  const uint32_t order0 = bar0 + 16 * kMaxSlots;  // ping-pong: warpgroup w may start its next main loop at order0 + 8 w
   const int nch = static_cast<int>(q.chunks);
   const int64_t my_tiles = block_tiles(q.num_tiles);
   const int64_t total = my_tiles * nch;  // stages this block consumes
@@ -317,11 +341,26 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     cp_async_mbar_arrive_noinc(st.bar);
   };
 
+  // Per k16 step st of a stage (CONVKIT_TMA_STEP_TABLE): .x = A's offset, .y = B's (the tap's window row and the
+  // channel offset inside the row, after the stage's A), both in 16-byte units from the slot's start.
+  uint2* const step_tab = reinterpret_cast<uint2*>(smem_raw + (base - smem_u32(smem_raw)) + q.bar_off + 16 * kMaxSlots + 16);
+  const int steps = q.k * q.cc / 16;  // k16 steps per stage
+  const int cps_shift = q.cc == 32 ? 1 : 0;  // log2(k16 steps per tap)
+  if (CONVKIT_TMA_STEP_TABLE && tid < steps) {
+    const int st = tid, k = st >> cps_shift, cg0 = (st & ((1 << cps_shift) - 1)) * 2;
+    const uint32_t b_off = kXSwizzled ? ((cg0 * 8 / kXRowCh) * q.cgs + tap_row(q, k)) * kXRow + (cg0 * 8 % kXRowCh) * 2
+                                      : (cg0 * q.cgs + tap_row(q, k)) * 16;
+    step_tab[st] = make_uint2((2 * st) * q.bm, (q.a_bytes + b_off) >> 4);  // A: 2 * st row groups of bm * 16 bytes
+  }
   if (tid == 0) {
     prefetch_map(&xmap);
     // "full" arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async
     // form; the "empty" barriers serve the producer-warp form only (unused without it)
-    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, 2);
+    if (CONVKIT_TMA_PINGPONG) {
+      mbar_init(order0, 1);
+      mbar_init(order0 + 8, 1);
+    }
+    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, CONVKIT_TMA_PINGPONG ? 1 : 2);
   }
   __syncthreads();
   if (CONVKIT_TMA_PRODUCER_WARP) {
@@ -336,12 +375,26 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     for (int64_t s = 0; s < q.ns && s < total; ++s) issue_x(s);
 
   float acc[MW][NB][64];
-  const int steps = q.k * q.cc / 16;  // k16 steps per stage
-  const int cps_shift = q.cc == 32 ? 1 : 0;  // log2(k16 steps per tap)
   const uint32_t a_lbo = q.bm * 16, x_lbo = q.cgs * 16;
+  // The descriptors' constant parts (CONVKIT_TMA_STEP_TABLE): A no-swizzle K-major, LBO a_lbo, SBO 128; B 32B / 64B
+  // swizzled K-major (LBO 16, SBO 8 rows, layout type in bits 62-63) or no-swizzle (LBO x_lbo, SBO 128).
+  constexpr uint32_t kSwizzleBits = kXRow == 64 ? 2u << 30 : 3u << 30;
+  const uint32_t a_lo = (a_lbo >> 4) << 16, a_hi = 128 >> 4;
+  const uint32_t b_lo = kXSwizzled ? 1u << 16 : (x_lbo >> 4) << 16;
+  const uint32_t b_hi = kXSwizzled ? ((8 * kXRow) >> 4) | kSwizzleBits : 128 >> 4;
+  const uint32_t a_wg = wrow * 64;  // this warpgroup's first A row group (16-byte units: 64 rows x 16 bytes)
 
   int64_t s = 0;  // this block's stage index (over all its tiles)
   for (int64_t ti = 0; ti < my_tiles; ++ti) {
+    if (CONVKIT_TMA_PINGPONG) {
+      if ((ti & 1) != wgi) {  // the other warpgroup's tile
+        s += nch;
+        continue;
+      }
+      // this warpgroup's turn: the other one has issued its previous tile's calls (and so waited on every stage
+      // before this tile's: no "full" barrier here can be two phases behind the parity waited for)
+      if (ti >= 1) mbar_wait(order0 + 8u * wgi, static_cast<uint32_t>(((ti - 1) >> 1) & 1));
+    }
 #pragma unroll
     for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
@@ -358,8 +411,29 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
       wg::fence();
       const uint32_t a_base = base + slot * q.stage_bytes, x_base = a_base + q.a_bytes;
+      if (CONVKIT_TMA_STEP_TABLE) {
+        const uint32_t slot16 = a_base >> 4;
+#pragma unroll 2
+        for (int st = 0; st < steps; ++st) {
+          const uint2 t = step_tab[st];
+          const uint32_t b16 = slot16 + t.y;
+#pragma unroll
+          for (int mb = 0; mb < MW; ++mb) {
+            const uint64_t da = (static_cast<uint64_t>(a_hi) << 32) | (a_lo | (slot16 + t.x + a_wg + mb * 64));
+            if (CONVKIT_TMA_N256 && kXSwizzled && NB == 2) {  // one call for both 128-column halves
+              mma_m64n256k16<T>(&acc[mb][0][0], da, (static_cast<uint64_t>(b_hi) << 32) | (b_lo | b16));
+              continue;
+            }
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb) {
+              const uint32_t nb16 = kXSwizzled ? nb * 128 * kXRow / 16 : nb * 128;
+              wg::mma_m64n128k16<T>(acc[mb][nb], da, (static_cast<uint64_t>(b_hi) << 32) | (b_lo | (b16 + nb16)));
+            }
+          }
+        }
+      }
 #pragma unroll 1
-      for (int st = 0; st < steps; ++st) {
+      for (int st = 0; st < (CONVKIT_TMA_STEP_TABLE ? 0 : steps); ++st) {
         const int k = st >> cps_shift;                      // tap of this k16 step
         const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
         // swizzled rows: the row set of channel cg0 * 8, and the byte offset of that channel inside its row
@@ -371,7 +445,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         constexpr uint64_t kSwizzleMode = kXRow == 64 ? 2 : 3;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb) {
-          const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wgi * MW + mb) * 64 * 16, a_lbo, 128);
+          const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wrow + mb) * 64 * 16, a_lbo, 128);
           if (CONVKIT_TMA_N256 && kXSwizzled && NB == 2) {  // one call for both 128-column halves
             const uint32_t addr = b_addr;
             const uint64_t db = wg::smem_desc(addr, 16, 8 * kXRow) | (kSwizzleMode << 62);
@@ -394,7 +468,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       }
       wg::commit();
       wg::wait<1>();  // this warpgroup's calls of stage s - 1 are done
-      if (CONVKIT_TMA_PRODUCER_WARP) {
+      if (CONVKIT_TMA_PINGPONG) {  // this warpgroup's previous stage of the tile
+        if (c >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
+      } else if (CONVKIT_TMA_PRODUCER_WARP) {
         release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
       } else {
         __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
@@ -405,7 +481,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 
     // Epilogue of the tile (the ring meanwhile holds the next tile's first stages).
     {
+      if (CONVKIT_TMA_PINGPONG && (tid & 127) == 0) mbar_arrive(order0 + 8u * (1 - wgi));  // the other's turn
       wg::wait<0>();
+      if (CONVKIT_TMA_PINGPONG && (tid & 127) == 0)  // the tile's last stage
+        mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
@@ -415,7 +494,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
       if (CONVKIT_TMA_DIRECT_EPILOGUE) {  // y straight from the accumulators
         unsigned short* yr = static_cast<unsigned short*>(p.y);
-        for_each_output_pair<T, MW, NB>(p, acc, wgi, warp, lane, g, q.cout_g, co0,
+        for_each_output_pair<T, MW, NB>(p, acc, wrow, warp, lane, g, q.cout_g, co0,
                                         [&](int, int64_t co, int col, float v0, float v1) {
           if (co >= q.cout_g) return;
           const int64_t j = j0 + col;
@@ -438,9 +517,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
           for (int nb = 0; nb < NB; ++nb) {
-            const int row0 = (wgi * MW + mb) * 64;
+            const int row0 = (wrow + mb) * 64;
             for_each_output_pair<T, MW, NB>(
-                p, acc, wgi, warp, lane, g, q.cout_g, co0,
+                p, acc, wrow, warp, lane, g, q.cout_g, co0,
                 [&](int row, int64_t, int col, float v0, float v1) {
                   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(band + ((row - row0) * kBandPitch + col - nb * 128) * 2),
                                "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
@@ -455,7 +534,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
       // already holds the next tile's stages), then coalesced stores.
       const uint32_t c_base = base + q.c_off;
-      for_each_output_pair<T, MW, NB>(p, acc, wgi, warp, lane, g, q.cout_g, co0,
+      for_each_output_pair<T, MW, NB>(p, acc, wrow, warp, lane, g, q.cout_g, co0,
                                       [&](int row, int64_t, int col, float v0, float v1) {
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(c_base + (row * q.c_pitch + col) * 2),
                      "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
@@ -718,7 +797,7 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
     q.mw = tr[0];
     q.nb = tr[1];
     q.cc = cc;
-    q.bm = 128 * q.mw;
+    q.bm = (CONVKIT_TMA_PINGPONG ? 64 : 128) * q.mw;
     q.bn = 128 * q.nb;
     plan_window(q);
     q.a_bytes = q.k * q.cc * q.bm * 2;
@@ -730,13 +809,14 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
                                                       : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
-    const int avail = limit - 1024 - 16 * kMaxSlots - c_bytes;         // alignment slack, barriers, C tile
+    // alignment slack, ring and order barriers, step table, C tile
+    const int avail = limit - 1024 - 16 * kMaxSlots - 16 - 8 * kMaxSteps - c_bytes;
     q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
     if (q.ns > 6) q.ns = 6;
     if (q.ns < 3) continue;
     q.c_off = q.ns * q.stage_bytes;
     q.bar_off = q.c_off + c_bytes;
-    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 1024;  // full and empty barriers
+    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 16 + 8 * kMaxSteps + 1024;  // barriers, the step table
     q.chunks = ceil_div(q.cin_g, q.cc);
     q.m_tiles = ceil_div(q.cout_g, q.bm);
     q.j_tiles = ceil_div(p.out_length, q.bn);
@@ -782,7 +862,9 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   // x rows of 64 bytes with 32-channel stages where the channels come in 32s and such stages fit three times
   // (not K 8 at BM 128: 82 KB a stage, nor kb76's three stride phases at BN 256), else 32-byte rows (16-byte rows:
   // experiment) with 16-channel stages.
-  int mw = cout_g > 128 ? 2 : 1, nb = cout_g > 128 ? 1 : 2, cc = 0;
+  // (ping-pong: a warpgroup's tile of 128 rows x 128 positions wherever Cout/groups > 64)
+  const int64_t two_blocks = CONVKIT_TMA_PINGPONG ? 64 : 128;
+  int mw = cout_g > two_blocks ? 2 : 1, nb = cout_g > two_blocks ? 1 : 2, cc = 0;
   const bool forced = shape_override(mw, nb, cc);
   const bool rows64 = kXRowMax == 64 && cin_g % 32 == 0;
   struct Config { int xr, cc; } configs[2];
