@@ -118,6 +118,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const int a_row0 = q.split_n ? 0 : wgi * 64;  // this warpgroup's rows of the tile
   const int col0 = q.split_n ? wgi * NW : 0;    // and its first column (output position of each phase)
   const uint32_t a_lbo = q.bm * 16;
+  // The descriptors' constant halves (A no-swizzle K-major: LBO a_lbo, SBO 128; B swizzled K-major: LBO 16, SBO 8
+  // rows, the layout type in bits 62-63): a step's descriptors are then an add and an or on the 16-byte address
+  // units (session 24: as the forward's step table, fewer instructions per wgmma; the same descriptor values).
+  const uint32_t a_lo = static_cast<uint32_t>(q.bm) << 16, a_hi = 128 >> 4;
+  const uint32_t b_lo = 1u << 16, b_hi = ((8 * XR) >> 4) | (static_cast<uint32_t>(kSwizzleMode) << 30);
 
   int64_t s = 0;  // this block's stage index (over all its tiles)
   for (int64_t ti = 0; ti < my_tiles; ++ti) {
@@ -137,12 +142,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #pragma unroll 1
         for (int t = q.ph_first[r]; t < q.ph_first[r + 1]; ++t) {
           const int k = q.slot_tap[t];
-          const uint32_t b_row = x_base + (q.slot_row[t] + col0) * XR;
+          // 16-byte units: A's core-matrix block rg = k * cc / 8 (+ 2h) of this warpgroup's rows; B's window row of
+          // the tap's output column col0 (+ the stage's channels 16h .. 16h + 15 of each row: 32 bytes)
+          const uint32_t a16 = ((a_base + a_row0 * 16) >> 4) + 2 * k * kSteps * q.bm;
+          const uint32_t b16 = (x_base >> 4) + (q.slot_row[t] + col0) * (XR / 16);
 #pragma unroll
           for (int h = 0; h < kSteps; ++h) {
-            // A: core-matrix block rg = k * cc / 8 + 2h; B: the stage's channels 16h .. 16h + 15 of each row
-            const uint64_t da = wg::smem_desc(a_base + (2 * (k * kSteps + h)) * a_lbo + a_row0 * 16, a_lbo, 128);
-            const uint64_t db = wg::smem_desc(b_row + h * 32, 16, 8 * XR) | (kSwizzleMode << 62);
+            const uint64_t da = (static_cast<uint64_t>(a_hi) << 32) | (a_lo | (a16 + 2 * h * q.bm));
+            const uint64_t db = (static_cast<uint64_t>(b_hi) << 32) | (b_lo | (b16 + 2 * h));
             mma_phase<T, NW>(acc[r], da, db);
           }
         }
