@@ -5,7 +5,7 @@ per run, in the order given.
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
         benchmarks/h100_streaming.json benchmarks/h100_dense.json > BENCHMARKS.md
 
-(h100_dense.json: the newest dense figures, session 23, on an H100 where no H200 came; its note says so.)
+(h100_dense.json: the newest dense figures, session 24, on an H100 where no H200 came; its note says so.)
 
 A run's header record may carry a "note" (what the run is, what it predates): printed under its heading.
 """
