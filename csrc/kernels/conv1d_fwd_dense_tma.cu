@@ -128,6 +128,25 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #ifndef CONVKIT_TMA_PINGPONG
 #define CONVKIT_TMA_PINGPONG 0
 #endif
+// Experiment: 1 packs the weights of 32-channel stages (64-byte x rows) as 64-byte rows in the 64-byte swizzled
+// K-major layout (tma::PackSpec::sw64) and reads them through 64B-swizzle descriptors, as x; 0 (default): the
+// no-swizzle core-matrix layout for every stage. (Whether wgmma reads the A operand faster swizzled.)
+#ifndef CONVKIT_TMA_A_SW64
+#define CONVKIT_TMA_A_SW64 0
+#endif
+static_assert(!CONVKIT_TMA_A_SW64 || CONVKIT_TMA_STEP_TABLE, "the swizzled A needs the step table");
+
+// Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
+// stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
+// calls. Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy engine's feed rate.
+// 0 in every build of the package.
+#ifndef CONVKIT_TMA_EXPERIMENT
+#define CONVKIT_TMA_EXPERIMENT 0
+#endif
+constexpr bool kExpNoEpilogue = (CONVKIT_TMA_EXPERIMENT & 1) != 0;
+constexpr bool kExpNoFeed = (CONVKIT_TMA_EXPERIMENT & 2) != 0;
+constexpr bool kExpNoWgmma = (CONVKIT_TMA_EXPERIMENT & 4) != 0;
+
 static_assert(!CONVKIT_TMA_PINGPONG || (CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_BANDED_EPILOGUE &&
                                         !CONVKIT_TMA_DIRECT_EPILOGUE),
               "the ping-pong consumers need the producer warp and the banded epilogue");
@@ -265,6 +284,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   constexpr int kXRow = XR, kXRowCh = XR / 2;
   constexpr bool kXSwizzled = XR > 16;
+  constexpr bool kASwizzled = CONVKIT_TMA_A_SW64 && XR == 64;  // (XR 64: 32-channel stages)
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
   const int wrow = CONVKIT_TMA_PINGPONG ? 0 : wgi * MW;  // the warpgroup's first 64-row block of a tile
@@ -350,7 +370,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const int st = tid, k = st >> cps_shift, cg0 = (st & ((1 << cps_shift) - 1)) * 2;
     const uint32_t b_off = kXSwizzled ? ((cg0 * 8 / kXRowCh) * q.cgs + tap_row(q, k)) * kXRow + (cg0 * 8 % kXRowCh) * 2
                                       : (cg0 * q.cgs + tap_row(q, k)) * 16;
-    step_tab[st] = make_uint2((2 * st) * q.bm, (q.a_bytes + b_off) >> 4);  // A: 2 * st row groups of bm * 16 bytes
+    // A: 2 * st row groups of bm * 16 bytes; swizzled (CONVKIT_TMA_A_SW64, 32-channel stages): tap k's rows of 64
+    // bytes, + 32 bytes for the second 16 channels
+    const uint32_t a_off = kASwizzled ? (k * q.bm * 64 + cg0 * 16) >> 4 : (2 * st) * q.bm;
+    step_tab[st] = make_uint2(a_off, (q.a_bytes + b_off) >> 4);
   }
   if (tid == 0) {
     prefetch_map(&xmap);
@@ -365,7 +388,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   __syncthreads();
   if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
-      if (lane == 0) produce_stages(total, q.ns, bar0, kMaxSlots, issue);
+      if (lane == 0) produce_stages(kExpNoFeed ? (total < q.ns ? total : q.ns) : total, q.ns, bar0, kMaxSlots, issue);
       return;
     }
   } else if (tid == 0) {
@@ -379,10 +402,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   // The descriptors' constant parts (CONVKIT_TMA_STEP_TABLE): A no-swizzle K-major, LBO a_lbo, SBO 128; B 32B / 64B
   // swizzled K-major (LBO 16, SBO 8 rows, layout type in bits 62-63) or no-swizzle (LBO x_lbo, SBO 128).
   constexpr uint32_t kSwizzleBits = kXRow == 64 ? 2u << 30 : 3u << 30;
-  const uint32_t a_lo = (a_lbo >> 4) << 16, a_hi = 128 >> 4;
+  const uint32_t a_lo = kASwizzled ? 1u << 16 : (a_lbo >> 4) << 16;
+  const uint32_t a_hi = kASwizzled ? (512 >> 4) | (2u << 30) : 128 >> 4;
   const uint32_t b_lo = kXSwizzled ? 1u << 16 : (x_lbo >> 4) << 16;
   const uint32_t b_hi = kXSwizzled ? ((8 * kXRow) >> 4) | kSwizzleBits : 128 >> 4;
-  const uint32_t a_wg = wrow * 64;  // this warpgroup's first A row group (16-byte units: 64 rows x 16 bytes)
+  // this warpgroup's first A row (16-byte units: 64 rows x 16 bytes; swizzled: 64 rows x 64 bytes) and one 64-row block
+  const uint32_t a_mb = kASwizzled ? 256 : 64, a_wg = wrow * a_mb;
 
   int64_t s = 0;  // this block's stage index (over all its tiles)
   for (int64_t ti = 0; ti < my_tiles; ++ti) {
@@ -403,7 +428,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int i = 0; i < 64; ++i) acc[mb][nb][i] = 0.f;
     for (int c = 0; c < nch; ++c, ++s) {
       const int slot = static_cast<int>(s % q.ns);
-      mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+      if (!kExpNoFeed || s < q.ns) mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
       if (CONVKIT_TMA_X_CPASYNC) wg::fence_proxy_async();  // other threads' cp.async writes, read by wgmma
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
@@ -411,7 +436,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
       wg::fence();
       const uint32_t a_base = base + slot * q.stage_bytes, x_base = a_base + q.a_bytes;
-      if (CONVKIT_TMA_STEP_TABLE) {
+      if (CONVKIT_TMA_STEP_TABLE && !kExpNoWgmma) {
         const uint32_t slot16 = a_base >> 4;
 #pragma unroll 2
         for (int st = 0; st < steps; ++st) {
@@ -419,7 +444,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           const uint32_t b16 = slot16 + t.y;
 #pragma unroll
           for (int mb = 0; mb < MW; ++mb) {
-            const uint64_t da = (static_cast<uint64_t>(a_hi) << 32) | (a_lo | (slot16 + t.x + a_wg + mb * 64));
+            const uint64_t da = (static_cast<uint64_t>(a_hi) << 32) | (a_lo | (slot16 + t.x + a_wg + mb * a_mb));
             if (CONVKIT_TMA_N256 && kXSwizzled && NB == 2) {  // one call for both 128-column halves
               mma_m64n256k16<T>(&acc[mb][0][0], da, (static_cast<uint64_t>(b_hi) << 32) | (b_lo | b16));
               continue;
@@ -489,6 +514,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int mb = 0; mb < MW; ++mb)
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
+      if (kExpNoEpilogue) continue;
       int64_t b, g, jt, mt;
       tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
       const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
@@ -957,7 +983,8 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
     return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
   const PackSpec ps{static_cast<const unsigned short*>(p.w), q.cout_g * p.w_stride_o, p.w_stride_o, p.w_stride_i,
-                    p.w_stride_k, q.cout_g, q.cin_g, p.groups, q.m_tiles, q.chunks, q.k, q.cc, q.bm};
+                    p.w_stride_k, q.cout_g, q.cin_g, p.groups, q.m_tiles, q.chunks, q.k, q.cc, q.bm,
+                    CONVKIT_TMA_A_SW64 && q.xr == 64 ? 1 : 0};
   cudaError_t err = launch_pack_weights(ps, workspace, p.num_sms, stream);
   if (err != cudaSuccess) return err;
   auto run = [&](const Conv1dParams& v, const TmaPlan& qv) {
