@@ -136,6 +136,22 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #endif
 static_assert(!CONVKIT_TMA_A_SW64 || CONVKIT_TMA_STEP_TABLE, "the swizzled A needs the step table");
 
+// Experiment: 2 launches the kernel in clusters of two CTAs that take neighbouring position tiles (2 jp, 2 jp + 1) of
+// the same (batch, group, m tile) in the same stage order, and each CTA copies half of every stage's weights into
+// both CTAs' slots (cp.async.bulk .multicast::cluster): the weights, 84 % of a tcn stage's bytes and 42 % of
+// w2v's, pass each SM's copy engine half as often (session 24: the copies bound this kernel). A slot is refilled
+// once both CTAs' consumers have released it (their "empty" arrivals go to both CTAs' barriers). 0: no clusters.
+// Not in the package: ci/tma_experiment.sh builds it.
+#ifndef CONVKIT_TMA_CLUSTER
+#define CONVKIT_TMA_CLUSTER 0
+#endif
+static_assert(CONVKIT_TMA_CLUSTER == 0 || CONVKIT_TMA_CLUSTER == 2, "clusters of two CTAs only");
+#if CONVKIT_TMA_CLUSTER
+#define CONVKIT_TMA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define CONVKIT_TMA_CLUSTER_DIMS
+#endif
+
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
 // calls. Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy engine's feed rate.
@@ -147,6 +163,9 @@ constexpr bool kExpNoEpilogue = (CONVKIT_TMA_EXPERIMENT & 1) != 0;
 constexpr bool kExpNoFeed = (CONVKIT_TMA_EXPERIMENT & 2) != 0;
 constexpr bool kExpNoWgmma = (CONVKIT_TMA_EXPERIMENT & 4) != 0;
 
+static_assert(!CONVKIT_TMA_CLUSTER || (CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && CONVKIT_TMA_BANDED_EPILOGUE &&
+                                       !CONVKIT_TMA_DIRECT_EPILOGUE && !kExpNoFeed),
+              "the cluster experiment needs the producer warp and the banded epilogue, without ping-pong");
 static_assert(!CONVKIT_TMA_PINGPONG || (CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_BANDED_EPILOGUE &&
                                         !CONVKIT_TMA_DIRECT_EPILOGUE),
               "the ping-pong consumers need the producer warp and the banded epilogue");
@@ -267,6 +286,39 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
   }
 }
 
+#if CONVKIT_TMA_CLUSTER
+// Cluster helpers of the CONVKIT_TMA_CLUSTER experiment (sm_90a).
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// One arrival on the mbarrier at CTA-relative address bar in this CTA and in CTA `peer` of the cluster.
+__device__ __forceinline__ void mbar_arrive_both(uint32_t bar, uint32_t peer) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// Waits for the phase of `parity` of a barrier that other CTAs of the cluster arrive on.
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
+      "@!P1 bra LAB_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// A bulk copy global -> shared landing at the same CTA-relative address dst in every CTA of `mask`, completing its
+// bytes on the mbarrier at the same address bar in each.
+__device__ __forceinline__ void bulk_copy_g2s_multicast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                                        uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(mask)
+      : "memory");
+}
+#endif
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -275,7 +327,7 @@ __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
 }
 
 template <typename T, int MW, int NB, int XR>
-__global__ void __launch_bounds__(kBlockThreads, 1)
+__global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
     conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
                                 const unsigned short* __restrict__ wpack) {
 #ifndef CONVKIT_WGMMA_DEVICE
@@ -292,22 +344,48 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const uint32_t bar0 = base + q.bar_off;
   const uint32_t order0 = bar0 + 16 * kMaxSlots;  // ping-pong: warpgroup w may start its next main loop at order0 + 8 w
   const int nch = static_cast<int>(q.chunks);
+#if CONVKIT_TMA_CLUSTER
+  // the cluster's pairs of position tiles: pair cid, cid + nclusters, ...; this CTA's tile of pair (b, jp, g, mt)
+  // is jt = 2 jp + crank (past the last position tile for an odd count: its copies read zeros, its stores skip)
+  const int crank = blockIdx.x & 1, cid = blockIdx.x >> 1, nclusters = gridDim.x >> 1;
+  const int64_t jpairs = (q.j_tiles + 1) >> 1, npairs = p.batch * jpairs * p.groups * q.m_tiles;
+  const int64_t my_tiles = npairs > cid ? (npairs - 1 - cid) / nclusters + 1 : 0;
+#else
   const int64_t my_tiles = block_tiles(q.num_tiles);
+#endif
   const int64_t total = my_tiles * nch;  // stages this block consumes
   const int64_t S = q.s, D = q.d, P = p.pad_left;
 
-  auto tile_coords = [&](int64_t tile, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
-    tma::tile_coords(tile, q.m_tiles, p.groups, q.j_tiles, b, g, jt, mt);
+  // the coordinates of this block's tile ti
+  auto tile_of = [&](int64_t ti, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
+#if CONVKIT_TMA_CLUSTER
+    int64_t jp;
+    tma::tile_coords(cid + ti * nclusters, q.m_tiles, p.groups, jpairs, b, g, jp, mt);
+    jt = 2 * jp + crank;
+#else
+    tma::tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), q.m_tiles, p.groups, q.j_tiles, b, g, jt, mt);
+#endif
   };
 
   // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
   // of the packed weights, one TMA load per (channel group, segment, phase, piece). Thread 0 only.
   auto issue = [&](int64_t sidx) {
-    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
+    Stage st = stage_of(q, p.groups, sidx, base, bar0);
+#if CONVKIT_TMA_CLUSTER
+    tile_of(sidx / nch, st.b, st.g, st.jt, st.mt);
+    {  // all of the stage's bytes land on this CTA's barrier: its own x, its half of the weights and the peer's half
+      mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
+      const int64_t blk = (st.g * q.m_tiles + st.mt) * q.chunks + st.chunk;
+      const uint32_t half = static_cast<uint32_t>(q.a_bytes) / 2;
+      bulk_copy_g2s_multicast(st.a_dst + crank * half, wpack + blk * (q.a_bytes / 2) + crank * (half / 2), half, st.bar,
+                              uint16_t{3});
+    }
+#endif
     const int64_t b = st.b, g = st.g, jt = st.jt;
     const int chunk = st.chunk;
     const uint32_t bar = st.bar, x_dst = st.x_dst;
-    issue_weights(q, st, wpack, CONVKIT_TMA_X_CPASYNC ? 0u : static_cast<uint32_t>(q.x_bytes));
+    if (!CONVKIT_TMA_CLUSTER)
+      issue_weights(q, st, wpack, CONVKIT_TMA_X_CPASYNC ? 0u : static_cast<uint32_t>(q.x_bytes));
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
@@ -383,12 +461,28 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       mbar_init(order0, 1);
       mbar_init(order0 + 8, 1);
     }
-    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, CONVKIT_TMA_PINGPONG ? 1 : 2);
+    // "empty": one arrival per consumer warpgroup (ping-pong: per stage's warpgroup; cluster: of both CTAs)
+    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots,
+              CONVKIT_TMA_PINGPONG ? 1 : CONVKIT_TMA_CLUSTER ? 4 : 2);
   }
   __syncthreads();
+#if CONVKIT_TMA_CLUSTER
+  cluster_sync_all();  // the peer's barriers exist before any multicast or remote arrival reaches them
+#endif
   if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
+#if CONVKIT_TMA_CLUSTER
+      if (lane == 0)
+        for (int64_t i = 0; i < total; ++i) {  // produce_stages, waiting for both CTAs' releases
+          const int slot = static_cast<int>(i % q.ns);
+          if (i >= q.ns) mbar_wait_cluster(bar0 + 8u * (kMaxSlots + slot), static_cast<uint32_t>((i / q.ns - 1) & 1));
+          issue(i);
+        }
+      __syncwarp();
+      cluster_sync_all();  // neither CTA leaves while the other may still copy into it or arrive on its barriers
+#else
       if (lane == 0) produce_stages(kExpNoFeed ? (total < q.ns ? total : q.ns) : total, q.ns, bar0, kMaxSlots, issue);
+#endif
       return;
     }
   } else if (tid == 0) {
@@ -496,7 +590,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (CONVKIT_TMA_PINGPONG) {  // this warpgroup's previous stage of the tile
         if (c >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
       } else if (CONVKIT_TMA_PRODUCER_WARP) {
+#if CONVKIT_TMA_CLUSTER
+        if (s >= 1 && (tid & 127) == 0)
+          mbar_arrive_both(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)), static_cast<uint32_t>(crank ^ 1));
+#else
         release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
+#endif
       } else {
         __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
         if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
@@ -516,7 +615,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
       if (kExpNoEpilogue) continue;
       int64_t b, g, jt, mt;
-      tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), b, g, jt, mt);
+      tile_of(ti, b, g, jt, mt);
       const int64_t j0 = jt * q.bn, co0 = mt * q.bm;
       if (CONVKIT_TMA_DIRECT_EPILOGUE) {  // y straight from the accumulators
         unsigned short* yr = static_cast<unsigned short*>(p.y);
@@ -572,6 +671,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();
     }
   }
+#if CONVKIT_TMA_CLUSTER
+  cluster_sync_all();
+#endif
 #endif
 }
 
@@ -921,7 +1023,13 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
   if (err != cudaSuccess) return err;
+#if CONVKIT_TMA_CLUSTER
+  // pairs of CTAs over pairs of position tiles (the kernel's tile_of), at most one CTA per SM
+  const int64_t npairs = p.batch * ((q.j_tiles + 1) / 2) * p.groups * q.m_tiles;
+  const unsigned grid = 2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, p.num_sms / 2)));
+#else
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
+#endif
   kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
   return cudaGetLastError();
 }
