@@ -345,10 +345,11 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
   const uint32_t order0 = bar0 + 16 * kMaxSlots;  // ping-pong: warpgroup w may start its next main loop at order0 + 8 w
   const int nch = static_cast<int>(q.chunks);
 #if CONVKIT_TMA_CLUSTER
-  // the cluster's pairs of position tiles: pair cid, cid + nclusters, ...; this CTA's tile of pair (b, jp, g, mt)
-  // is jt = 2 jp + crank (past the last position tile for an odd count: its copies read zeros, its stores skip)
+  // the cluster's pairs of tiles: pair cid, cid + nclusters, ... of ((up * groups + g) * m_tiles + mt); this CTA's
+  // tile is u = 2 up + crank of the flattened position tiles u = b * j_tiles + jt, same (g, mt) as its peer's (for
+  // an odd batch * j_tiles the last pair's second tile is past the end: copies read zeros, the epilogue stores none)
   const int crank = blockIdx.x & 1, cid = blockIdx.x >> 1, nclusters = gridDim.x >> 1;
-  const int64_t jpairs = (q.j_tiles + 1) >> 1, npairs = p.batch * jpairs * p.groups * q.m_tiles;
+  const int64_t upairs = (p.batch * q.j_tiles + 1) >> 1, npairs = upairs * p.groups * q.m_tiles;
   const int64_t my_tiles = npairs > cid ? (npairs - 1 - cid) / nclusters + 1 : 0;
 #else
   const int64_t my_tiles = block_tiles(q.num_tiles);
@@ -359,9 +360,16 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
   // the coordinates of this block's tile ti
   auto tile_of = [&](int64_t ti, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
 #if CONVKIT_TMA_CLUSTER
-    int64_t jp;
-    tma::tile_coords(cid + ti * nclusters, q.m_tiles, p.groups, jpairs, b, g, jp, mt);
-    jt = 2 * jp + crank;
+    int64_t up, rest;
+    divmod(cid + ti * nclusters, q.m_tiles, rest, mt);
+    divmod(rest, p.groups, up, g);
+    const int64_t u = 2 * up + crank;
+    if (u < p.batch * q.j_tiles) {
+      divmod(u, q.j_tiles, b, jt);
+    } else {  // the phantom tile: positions past the end of the last batch row
+      b = p.batch - 1;
+      jt = q.j_tiles;
+    }
 #else
     tma::tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), q.m_tiles, p.groups, q.j_tiles, b, g, jt, mt);
 #endif
@@ -370,9 +378,14 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
   // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
   // of the packed weights, one TMA load per (channel group, segment, phase, piece). Thread 0 only.
   auto issue = [&](int64_t sidx) {
-    Stage st = stage_of(q, p.groups, sidx, base, bar0);
 #if CONVKIT_TMA_CLUSTER
+    Stage st;  // (stage_of's tile order is not the cluster's)
     tile_of(sidx / nch, st.b, st.g, st.jt, st.mt);
+    st.chunk = static_cast<int>(sidx % nch);
+    const int slot_i = static_cast<int>(sidx % q.ns);
+    st.bar = bar0 + 8u * slot_i;
+    st.a_dst = base + slot_i * q.stage_bytes;
+    st.x_dst = st.a_dst + q.a_bytes;
     {  // all of the stage's bytes land on this CTA's barrier: its own x, its half of the weights and the peer's half
       mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
       const int64_t blk = (st.g * q.m_tiles + st.mt) * q.chunks + st.chunk;
@@ -380,6 +393,8 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
       bulk_copy_g2s_multicast(st.a_dst + crank * half, wpack + blk * (q.a_bytes / 2) + crank * (half / 2), half, st.bar,
                               uint16_t{3});
     }
+#else
+    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
 #endif
     const int64_t b = st.b, g = st.g, jt = st.jt;
     const int chunk = st.chunk;
@@ -522,7 +537,11 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
         for (int i = 0; i < 64; ++i) acc[mb][nb][i] = 0.f;
     for (int c = 0; c < nch; ++c, ++s) {
       const int slot = static_cast<int>(s % q.ns);
+#if CONVKIT_TMA_CLUSTER  // (half of the bytes come from the peer's multicast: cluster-scope acquire)
+      mbar_wait_cluster(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+#else
       if (!kExpNoFeed || s < q.ns) mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
+#endif
       if (CONVKIT_TMA_X_CPASYNC) wg::fence_proxy_async();  // other threads' cp.async writes, read by wgmma
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
@@ -1025,7 +1044,7 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   if (err != cudaSuccess) return err;
 #if CONVKIT_TMA_CLUSTER
   // pairs of CTAs over pairs of position tiles (the kernel's tile_of), at most one CTA per SM
-  const int64_t npairs = p.batch * ((q.j_tiles + 1) / 2) * p.groups * q.m_tiles;
+  const int64_t npairs = (p.batch * q.j_tiles + 1) / 2 * p.groups * q.m_tiles;
   const unsigned grid = 2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, p.num_sms / 2)));
 #else
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
