@@ -146,6 +146,14 @@ static_assert(!CONVKIT_TMA_A_SW64 || CONVKIT_TMA_STEP_TABLE, "the swizzled A nee
 #define CONVKIT_TMA_CLUSTER 0
 #endif
 static_assert(CONVKIT_TMA_CLUSTER == 0 || CONVKIT_TMA_CLUSTER == 2, "clusters of two CTAs only");
+// With CONVKIT_TMA_CLUSTER: 0 pairs neighbouring position tiles and multicasts the weights (above); 1 pairs
+// neighbouring m tiles (mt = 2 mp + crank) of the same (batch, position tile, group), which read the same x window,
+// and multicasts x instead: each CTA issues every other box of the window into both CTAs (w2v: x is 58 % of a stage,
+// its four m tiles share one window). An odd m-tile count leaves a phantom second tile (weights of the last m tile,
+// no stores).
+#ifndef CONVKIT_TMA_CLUSTER_AXIS
+#define CONVKIT_TMA_CLUSTER_AXIS 0
+#endif
 #if CONVKIT_TMA_CLUSTER
 #define CONVKIT_TMA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
 #else
@@ -319,6 +327,19 @@ __device__ __forceinline__ void bulk_copy_g2s_multicast(uint32_t dst, const void
 }
 #endif
 
+#if CONVKIT_TMA_CLUSTER
+// One box of the 5-D tensor map into the same CTA-relative address dst of every CTA in mask, its bytes completing on
+// the mbarrier at the same address bar in each.
+__device__ __forceinline__ void load_5d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                                  int c4, uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3, %4, %5, %6}], [%7], %8;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar), "h"(mask)
+      : "memory");
+}
+#endif
+
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -349,7 +370,8 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
   // tile is u = 2 up + crank of the flattened position tiles u = b * j_tiles + jt, same (g, mt) as its peer's (for
   // an odd batch * j_tiles the last pair's second tile is past the end: copies read zeros, the epilogue stores none)
   const int crank = blockIdx.x & 1, cid = blockIdx.x >> 1, nclusters = gridDim.x >> 1;
-  const int64_t upairs = (p.batch * q.j_tiles + 1) >> 1, npairs = upairs * p.groups * q.m_tiles;
+  const int64_t upairs = (p.batch * q.j_tiles + 1) >> 1, mpairs = (q.m_tiles + 1) >> 1;
+  const int64_t npairs = CONVKIT_TMA_CLUSTER_AXIS ? p.batch * q.j_tiles * p.groups * mpairs : upairs * p.groups * q.m_tiles;
   const int64_t my_tiles = npairs > cid ? (npairs - 1 - cid) / nclusters + 1 : 0;
 #else
   const int64_t my_tiles = block_tiles(q.num_tiles);
@@ -361,6 +383,14 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
   auto tile_of = [&](int64_t ti, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
 #if CONVKIT_TMA_CLUSTER
     int64_t up, rest;
+    if (CONVKIT_TMA_CLUSTER_AXIS) {  // pair (b, jt, g, mp): mt = 2 mp + crank (m_tiles for the phantom: no stores)
+      int64_t mp;
+      divmod(cid + ti * nclusters, mpairs, rest, mp);
+      divmod(rest, p.groups, rest, g);
+      divmod(rest, q.j_tiles, b, jt);
+      mt = 2 * mp + crank;
+      return;
+    }
     divmod(cid + ti * nclusters, q.m_tiles, rest, mt);
     divmod(rest, p.groups, up, g);
     const int64_t u = 2 * up + crank;
@@ -386,7 +416,12 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
     st.bar = bar0 + 8u * slot_i;
     st.a_dst = base + slot_i * q.stage_bytes;
     st.x_dst = st.a_dst + q.a_bytes;
-    {  // all of the stage's bytes land on this CTA's barrier: its own x, its half of the weights and the peer's half
+    if (CONVKIT_TMA_CLUSTER_AXIS) {  // its own weights (the last m tile's for a phantom), x by halves below
+      mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
+      const int64_t mt_w = st.mt < q.m_tiles ? st.mt : q.m_tiles - 1;
+      const int64_t blk = (st.g * q.m_tiles + mt_w) * q.chunks + st.chunk;
+      bulk_copy_g2s(st.a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), st.bar);
+    } else {  // all of the stage's bytes land on this CTA's barrier: its own x, its half of the weights and the peer's
       mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
       const int64_t blk = (st.g * q.m_tiles + st.mt) * q.chunks + st.chunk;
       const uint32_t half = static_cast<uint32_t>(q.a_bytes) / 2;
@@ -404,6 +439,18 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
+    int box = 0;  // CONVKIT_TMA_CLUSTER_AXIS 1: box n of the window is issued by CTA n % 2 into both CTAs
+    auto load_box = [&](uint32_t dst, int c1, int64_t pos) {
+#if CONVKIT_TMA_CLUSTER
+      if (CONVKIT_TMA_CLUSTER_AXIS) {
+        if ((box++ & 1) == crank)
+          load_5d_multicast(dst, &xmap, 0, c1, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar,
+                            uint16_t{3});
+        return;
+      }
+#endif
+      load_5d(dst, &xmap, 0, c1, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar);
+    };
     if (kXSwizzled) {  // kXRowCh-channel sets: box rows of kXRow bytes
       for (int cs = 0; cs < q.cc / kXRowCh; ++cs)
         for (int seg = 0; seg < q.nseg; ++seg)
@@ -411,8 +458,7 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
             for (int pc = 0; pc < q.npieces; ++pc) {
               const uint32_t dst = x_dst + (cs * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * kXRow;
               const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-              load_5d(dst, &xmap, 0, chunk * (q.cc / kXRowCh) + cs, static_cast<int>(g), static_cast<int>(pos),
-                          static_cast<int>(b), bar);
+              load_box(dst, chunk * (q.cc / kXRowCh) + cs, pos);
             }
       return;
     }
@@ -422,8 +468,7 @@ __global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
           for (int pc = 0; pc < q.npieces; ++pc) {
             const uint32_t dst = x_dst + (cg * q.cgs + (seg * q.nph + ph) * q.wq + pc * q.piece_rows) * 16;
             const int64_t pos = start0 + seg * D + ph + static_cast<int64_t>(pc) * q.piece_rows * S;
-            load_5d(dst, &xmap, 0, cg_base + cg, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b),
-                        bar);
+            load_box(dst, cg_base + cg, pos);
           }
   };
 
@@ -1044,7 +1089,8 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   if (err != cudaSuccess) return err;
 #if CONVKIT_TMA_CLUSTER
   // pairs of CTAs over pairs of position tiles (the kernel's tile_of), at most one CTA per SM
-  const int64_t npairs = (p.batch * q.j_tiles + 1) / 2 * p.groups * q.m_tiles;
+  const int64_t npairs = CONVKIT_TMA_CLUSTER_AXIS ? p.batch * q.j_tiles * p.groups * ((q.m_tiles + 1) / 2)
+                                                : (p.batch * q.j_tiles + 1) / 2 * p.groups * q.m_tiles;
   const unsigned grid = 2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, p.num_sms / 2)));
 #else
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
