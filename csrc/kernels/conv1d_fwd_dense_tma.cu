@@ -14,6 +14,12 @@
 // ms, tcn 0.506 -> 0.390, kb67 1.58 -> 1.45 against the session 15 form (16-channel stages, 32-byte rows, whole
 // C tile). The band alone (16-channel stages) changes little (tcn 0.48, w2v 3.17); writing y straight from the
 // accumulators instead (CONVKIT_TMA_DIRECT_EPILOGUE) costs ~1 ms on w2v (H100: 3.14 -> 4.16).
+// Session 24 (H100, kernel only, bf16, ci/tma_experiment.sh): the step table (CONVKIT_TMA_STEP_TABLE) took w2v_k3s2
+// 2.17 -> 1.96 ms, tcn 0.379 -> 0.344, kb67 1.42 -> 1.27, kb76 3.91 -> 3.66. What bounds it now is the copies: with
+// the wgmma calls and the epilogue left out (CONVKIT_TMA_EXPERIMENT=5) w2v still takes 1.33 ms and tcn 0.198 of their
+// 1.99 / 0.351, at ~15 bytes per clock per SM with L2 29 % and DRAM 22 % busy; the epilogue adds 0.34 / 0.09 (it does
+// not overlap the copies), the wgmma calls the rest. The cluster experiment (CONVKIT_TMA_CLUSTER) multicasts the
+// weights or x between two CTAs to cut each SM's copy bytes; not yet run.
 // A (B, C, L) x is first copied into channels-last memory by the launcher (x_to_channels_last_kernel, session 17)
 // where the work per x element is high enough for that to pay (copy_pays below).
 //
