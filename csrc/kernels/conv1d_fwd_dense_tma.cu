@@ -160,11 +160,8 @@ static_assert(CONVKIT_TMA_CLUSTER == 0 || CONVKIT_TMA_CLUSTER == 2, "clusters of
 #ifndef CONVKIT_TMA_CLUSTER_AXIS
 #define CONVKIT_TMA_CLUSTER_AXIS 0
 #endif
-#if CONVKIT_TMA_CLUSTER
-#define CONVKIT_TMA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
-#else
-#define CONVKIT_TMA_CLUSTER_DIMS
-#endif
+// (The launcher sets the cluster shape at launch, cudaLaunchKernelEx: __cluster_dims__ does not compile for the
+// package's sm_80 pass.)
 
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
@@ -354,7 +351,7 @@ __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
 }
 
 template <typename T, int MW, int NB, int XR>
-__global__ void CONVKIT_TMA_CLUSTER_DIMS __launch_bounds__(kBlockThreads, 1)
+__global__ void __launch_bounds__(kBlockThreads, 1)
     conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
                                 const unsigned short* __restrict__ wpack) {
 #ifndef CONVKIT_WGMMA_DEVICE
@@ -1097,12 +1094,30 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   // pairs of CTAs over pairs of position tiles (the kernel's tile_of), at most one CTA per SM
   const int64_t npairs = CONVKIT_TMA_CLUSTER_AXIS ? p.batch * q.j_tiles * p.groups * ((q.m_tiles + 1) / 2)
                                                 : (p.batch * q.j_tiles + 1) / 2 * p.groups * q.m_tiles;
-  const unsigned grid = 2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, p.num_sms / 2)));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(kBlockThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(q.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int resident = 0;  // clusters that fit at once (a GPC's odd SM stays idle), at most one per pair of SMs
+  cfg.gridDim = dim3(2);
+  if (cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg) != cudaSuccess || resident < 1) {
+    cudaGetLastError();
+    resident = std::max(1, p.num_sms / 2);
+  }
+  cfg.gridDim = dim3(2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, resident))));
+  return cudaLaunchKernelEx(&cfg, kernel, map, p, q, static_cast<const unsigned short*>(wpack));
 #else
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
-#endif
   kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
   return cudaGetLastError();
+#endif
 }
 
 template <typename T, int XR>
