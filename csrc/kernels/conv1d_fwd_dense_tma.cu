@@ -14,7 +14,7 @@
 // ms, tcn 0.506 -> 0.390, kb67 1.58 -> 1.45 against the session 15 form (16-channel stages, 32-byte rows, whole
 // C tile). The band alone (16-channel stages) changes little (tcn 0.48, w2v 3.17); writing y straight from the
 // accumulators instead (CONVKIT_TMA_DIRECT_EPILOGUE) costs ~1 ms on w2v (H100: 3.14 -> 4.16).
-// Session 24 (H100, kernel only, bf16, ci/tma_experiment.sh): the step table (CONVKIT_TMA_STEP_TABLE) took w2v_k3s2
+// Session 24 (H100, kernel only, bf16, ci/tma_experiment.sh): the step table (per-step operand offsets computed once) took w2v_k3s2
 // 2.17 -> 1.96 ms, tcn 0.379 -> 0.344, kb67 1.42 -> 1.27, kb76 3.91 -> 3.66. What bounds it now is the copies: with
 // the wgmma calls and the epilogue left out (CONVKIT_TMA_EXPERIMENT=5) w2v still takes 1.33 ms and tcn 0.198 of their
 // 1.99 / 0.351, at ~15 bytes per clock per SM with L2 29 % and DRAM 22 % busy; the epilogue adds 0.34 / 0.09 (it does
@@ -73,12 +73,14 @@
 // 1 (default): x as 32-byte rows (16 channels at one position: one box row per position, half the rows of the
 // 16-byte form) in the 32-byte swizzled K-major layout, read through 32B-swizzle descriptors. A tap's operand
 // starts at any row, not only at 8-row pattern boundaries, with the descriptor's base offset 0 (H100, session 15:
-// 1 passes every case; 2, base offset (address >> 7) & 7, fails 4 of 20). Needs Cin/groups % 16 == 0. Since
+// 1 passes every case; a form 2 with base offset (address >> 7) & 7 failed 4 of 20 and is gone). Needs Cin/groups
+// % 16 == 0. Since
 // session 22 the 32-byte rows serve the channel counts and shapes the 64-byte rows below do not. 0: 16-byte rows
 // only (Cin/groups % 8).
 #ifndef CONVKIT_TMA_SW32
 #define CONVKIT_TMA_SW32 1
 #endif
+static_assert(CONVKIT_TMA_SW32 == 0 || CONVKIT_TMA_SW32 == 1, "CONVKIT_TMA_SW32: 0 or 1");
 static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging experiment at a time (-DCONVKIT_TMA_SW32=0)");
 // 1 (default, session 22): where Cin/groups % 32 == 0, x as 64-byte rows (32 channels at one position: half the
 // box rows of the 32-byte form per channel) in the 64-byte swizzled K-major layout, read through 64B-swizzle
@@ -117,15 +119,6 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #define CONVKIT_TMA_PRODUCER_WARP 1
 #endif
 
-// 1 (default, session 24): the k16 steps of a stage take their operands' shared-memory offsets from a table the
-// block fills once (16-byte units, relative to the stage's slot), so a step's two descriptors are an add and an or
-// each; the steps loop is unrolled by two. 0: every step recomputes its tap row (a division by the stride) and
-// both descriptors from the addresses (sessions 15-23). Why: ncu (session 24, H100, tcn bf16) counted ~735 warp
-// instructions per consumer warp per 12-wgmma stage at ~7 cycles each, with the tensor pipe active 29 % of the
-// time and neither memory level busy: the consumers' instruction stream, not the copies, set the pace.
-#ifndef CONVKIT_TMA_STEP_TABLE
-#define CONVKIT_TMA_STEP_TABLE 1
-#endif
 
 // 1 (session 24): "ping-pong" consumers. Each warpgroup computes whole tiles of its own (BM = 64 * MW rows: the
 // block's tiles alternate between the two), and their main loops take turns through two order mbarriers, so one
@@ -134,14 +127,6 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #ifndef CONVKIT_TMA_PINGPONG
 #define CONVKIT_TMA_PINGPONG 0
 #endif
-// Experiment: 1 packs the weights of 32-channel stages (64-byte x rows) as 64-byte rows in the 64-byte swizzled
-// K-major layout (tma::PackSpec::sw64) and reads them through 64B-swizzle descriptors, as x; 0 (default): the
-// no-swizzle core-matrix layout for every stage. (Whether wgmma reads the A operand faster swizzled.)
-#ifndef CONVKIT_TMA_A_SW64
-#define CONVKIT_TMA_A_SW64 0
-#endif
-static_assert(!CONVKIT_TMA_A_SW64 || CONVKIT_TMA_STEP_TABLE, "the swizzled A needs the step table");
-
 // Experiment: 2 launches the kernel in clusters of two CTAs that take neighbouring position tiles (2 jp, 2 jp + 1) of
 // the same (batch, group, m tile) in the same stage order, and each CTA copies half of every stage's weights into
 // both CTAs' slots (cp.async.bulk .multicast::cluster): the weights, 84 % of a tcn stage's bytes and 42 % of
@@ -360,7 +345,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   constexpr int kXRow = XR, kXRowCh = XR / 2;
   constexpr bool kXSwizzled = XR > 16;
-  constexpr bool kASwizzled = CONVKIT_TMA_A_SW64 && XR == 64;  // (XR 64: 32-channel stages)
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
   const int wrow = CONVKIT_TMA_PINGPONG ? 0 : wgi * MW;  // the warpgroup's first 64-row block of a tile
@@ -502,19 +486,17 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     cp_async_mbar_arrive_noinc(st.bar);
   };
 
-  // Per k16 step st of a stage (CONVKIT_TMA_STEP_TABLE): .x = A's offset, .y = B's (the tap's window row and the
-  // channel offset inside the row, after the stage's A), both in 16-byte units from the slot's start.
+  // The step table (session 24: ~10 % faster than recomputing a tap row, with a division, and both descriptors per
+  // step): per k16 step st of a stage, .x = A's offset (2 st row groups of bm * 16 bytes), .y = B's (the tap's
+  // window row and the channel offset inside the row, after the stage's A), both in 16-byte units from the slot.
   uint2* const step_tab = reinterpret_cast<uint2*>(smem_raw + (base - smem_u32(smem_raw)) + q.bar_off + 16 * kMaxSlots + 16);
   const int steps = q.k * q.cc / 16;  // k16 steps per stage
   const int cps_shift = q.cc == 32 ? 1 : 0;  // log2(k16 steps per tap)
-  if (CONVKIT_TMA_STEP_TABLE && tid < steps) {
+  if (tid < steps) {
     const int st = tid, k = st >> cps_shift, cg0 = (st & ((1 << cps_shift) - 1)) * 2;
     const uint32_t b_off = kXSwizzled ? ((cg0 * 8 / kXRowCh) * q.cgs + tap_row(q, k)) * kXRow + (cg0 * 8 % kXRowCh) * 2
                                       : (cg0 * q.cgs + tap_row(q, k)) * 16;
-    // A: 2 * st row groups of bm * 16 bytes; swizzled (CONVKIT_TMA_A_SW64, 32-channel stages): tap k's rows of 64
-    // bytes, + 32 bytes for the second 16 channels
-    const uint32_t a_off = kASwizzled ? (k * q.bm * 64 + cg0 * 16) >> 4 : (2 * st) * q.bm;
-    step_tab[st] = make_uint2(a_off, (q.a_bytes + b_off) >> 4);
+    step_tab[st] = make_uint2((2 * st) * q.bm, (q.a_bytes + b_off) >> 4);
   }
   if (tid == 0) {
     prefetch_map(&xmap);
@@ -556,15 +538,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 
   float acc[MW][NB][64];
   const uint32_t a_lbo = q.bm * 16, x_lbo = q.cgs * 16;
-  // The descriptors' constant parts (CONVKIT_TMA_STEP_TABLE): A no-swizzle K-major, LBO a_lbo, SBO 128; B 32B / 64B
-  // swizzled K-major (LBO 16, SBO 8 rows, layout type in bits 62-63) or no-swizzle (LBO x_lbo, SBO 128).
+  // The descriptors' constant parts: A no-swizzle K-major, LBO a_lbo, SBO 128; B 32B / 64B swizzled K-major (LBO 16,
+  // SBO 8 rows, layout type 3 / 2 in bits 62-63, base offset 0: a tap's operand may start at any row) or no-swizzle
+  // (LBO x_lbo, SBO 128).
   constexpr uint32_t kSwizzleBits = kXRow == 64 ? 2u << 30 : 3u << 30;
-  const uint32_t a_lo = kASwizzled ? 1u << 16 : (a_lbo >> 4) << 16;
-  const uint32_t a_hi = kASwizzled ? (512 >> 4) | (2u << 30) : 128 >> 4;
+  const uint32_t a_lo = (a_lbo >> 4) << 16, a_hi = 128 >> 4;
   const uint32_t b_lo = kXSwizzled ? 1u << 16 : (x_lbo >> 4) << 16;
   const uint32_t b_hi = kXSwizzled ? ((8 * kXRow) >> 4) | kSwizzleBits : 128 >> 4;
-  // this warpgroup's first A row (16-byte units: 64 rows x 16 bytes; swizzled: 64 rows x 64 bytes) and one 64-row block
-  const uint32_t a_mb = kASwizzled ? 256 : 64, a_wg = wrow * a_mb;
+  // this warpgroup's first A row group and one 64-row block (16-byte units: 64 rows x 16 bytes)
+  const uint32_t a_mb = 64, a_wg = wrow * a_mb;
 
   int64_t s = 0;  // this block's stage index (over all its tiles)
   for (int64_t ti = 0; ti < my_tiles; ++ti) {
@@ -596,9 +578,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
       wg::fence();
-      const uint32_t a_base = base + slot * q.stage_bytes, x_base = a_base + q.a_bytes;
-      if (CONVKIT_TMA_STEP_TABLE && !kExpNoWgmma) {
-        const uint32_t slot16 = a_base >> 4;
+      if (!kExpNoWgmma) {
+        const uint32_t slot16 = (base + slot * q.stage_bytes) >> 4;
 #pragma unroll 2
         for (int st = 0; st < steps; ++st) {
           const uint2 t = step_tab[st];
@@ -615,40 +596,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
               const uint32_t nb16 = kXSwizzled ? nb * 128 * kXRow / 16 : nb * 128;
               wg::mma_m64n128k16<T>(acc[mb][nb], da, (static_cast<uint64_t>(b_hi) << 32) | (b_lo | (b16 + nb16)));
             }
-          }
-        }
-      }
-#pragma unroll 1
-      for (int st = 0; st < (CONVKIT_TMA_STEP_TABLE ? 0 : steps); ++st) {
-        const int k = st >> cps_shift;                      // tap of this k16 step
-        const int cg0 = (st & ((1 << cps_shift) - 1)) * 2;  // its first channel group
-        // swizzled rows: the row set of channel cg0 * 8, and the byte offset of that channel inside its row
-        const uint32_t b_addr = kXSwizzled ? x_base + ((cg0 * 8 / kXRowCh) * q.cgs + tap_row(q, k)) * kXRow +
-                                                 (cg0 * 8 % kXRowCh) * 2
-                                           : x_base + (cg0 * q.cgs + tap_row(q, k)) * 16;
-        // K-major swizzled descriptors: SBO = 8 rows, LBO unused (a k16 step lies inside one row), layout type
-        // 3 (32B swizzle) or 2 (64B swizzle) in bits 62-63
-        constexpr uint64_t kSwizzleMode = kXRow == 64 ? 2 : 3;
-#pragma unroll
-        for (int mb = 0; mb < MW; ++mb) {
-          const uint64_t da = wg::smem_desc(a_base + (2 * st) * a_lbo + (wrow + mb) * 64 * 16, a_lbo, 128);
-          if (CONVKIT_TMA_N256 && kXSwizzled && NB == 2) {  // one call for both 128-column halves
-            const uint32_t addr = b_addr;
-            const uint64_t db = wg::smem_desc(addr, 16, 8 * kXRow) | (kSwizzleMode << 62);
-            mma_m64n256k16<T>(&acc[mb][0][0], da, db);
-            continue;
-          }
-#pragma unroll
-          for (int nb = 0; nb < NB; ++nb) {
-            uint64_t db;
-            if (kXSwizzled) {
-              const uint32_t addr = b_addr + nb * 128 * kXRow;
-              const uint64_t base_off = CONVKIT_TMA_SW32 == 2 && kXRow == 32 ? ((addr >> 7) & 7u) : 0u;
-              db = wg::smem_desc(addr, 16, 8 * kXRow) | (base_off << 49) | (kSwizzleMode << 62);
-            } else {
-              db = wg::smem_desc(b_addr + nb * 128 * 16, x_lbo, 128);
-            }
-            wg::mma_m64n128k16<T>(acc[mb][nb], da, db);
           }
         }
       }
@@ -1177,8 +1124,7 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
     return cudaErrorInvalidValue;
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
   const PackSpec ps{static_cast<const unsigned short*>(p.w), q.cout_g * p.w_stride_o, p.w_stride_o, p.w_stride_i,
-                    p.w_stride_k, q.cout_g, q.cin_g, p.groups, q.m_tiles, q.chunks, q.k, q.cc, q.bm,
-                    CONVKIT_TMA_A_SW64 && q.xr == 64 ? 1 : 0};
+                    p.w_stride_k, q.cout_g, q.cin_g, p.groups, q.m_tiles, q.chunks, q.k, q.cc, q.bm};
   cudaError_t err = launch_pack_weights(ps, workspace, p.num_sms, stream);
   if (err != cudaSuccess) return err;
   auto run = [&](const Conv1dParams& v, const TmaPlan& qv) {

@@ -198,15 +198,11 @@ inline int64_t copy_slab_batches(int64_t batch, int64_t bytes_per_batch, int64_t
 // w[g * s_group + row * s_row + c * s_red + k * s_k] for row = mt * BM + r (< rows_g) and reduction channel
 // c = chunk * CC + c8 * 8 + e (< red_g), zero outside. The forward packs w (rows = output channels, reduction =
 // input channels), the grad-input w transposed (rows = input channels, reduction = output channels).
-// sw64 (cc == 32 only): block [tap][BM rows][32 channels], 64-byte rows in the 64-byte swizzled K-major layout
-// (16-byte chunk c of row r at chunk c ^ ((r >> 1) & 3)), the image a 64B-swizzle descriptor reads (an experiment
-// of the forward: CONVKIT_TMA_A_SW64).
 struct PackSpec {
   const unsigned short* w;
   int64_t s_group, s_row, s_red, s_k;  // element strides
   int64_t rows_g, red_g, groups, m_tiles, chunks;
   int k, cc, bm;
-  int sw64 = 0;
   __host__ __device__ int64_t elements() const { return groups * m_tiles * chunks * static_cast<int64_t>(k) * cc * bm; }
 };
 namespace {  // one copy of the kernel per translation unit
@@ -217,21 +213,12 @@ __global__ void pack_weights_kernel(const PackSpec s, unsigned short* __restrict
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int e = static_cast<int>(i & 7);
-    int row, k, c8;
-    if (s.sw64) {  // [tap][row][4 chunks of 8 channels], swizzled
-      const int in_blk = static_cast<int>(i % per_blk);
-      k = in_blk / (32 * s.bm);
-      row = (in_blk / 32) % s.bm;
-      c8 = ((in_blk % 32) / 8) ^ ((row >> 1) & 3);
-    } else {
-      row = static_cast<int>((i >> 3) % s.bm);
-      const int rg = static_cast<int>((i / (8 * s.bm)) % rgn);
-      k = rg / (s.cc / 8);
-      c8 = rg % (s.cc / 8);
-    }
+    const int row = static_cast<int>((i >> 3) % s.bm);
+    const int rg = static_cast<int>((i / (8 * s.bm)) % rgn);
     const int64_t blk = i / per_blk;
     const int64_t chunk = blk % s.chunks, rest = blk / s.chunks;
     const int64_t mt = rest % s.m_tiles, g = rest / s.m_tiles;
+    const int k = rg / (s.cc / 8), c8 = rg % (s.cc / 8);
     const int64_t c = chunk * s.cc + c8 * 8 + e, r = mt * s.bm + row;
     out[i] = (r < s.rows_g && c < s.red_g) ? s.w[g * s.s_group + r * s.s_row + c * s.s_red + k * s.s_k]
                                             : static_cast<unsigned short>(0);
