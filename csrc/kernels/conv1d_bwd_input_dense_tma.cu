@@ -201,8 +201,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 
 // ---- host -----------------------------------------------------------------------------------------------
 bool dy_channels_last(const Conv1dParams& p) {
-  return p.y_stride_c == 1 && p.y_stride_l % 8 == 0 && p.y_stride_b % 8 == 0 && p.y_stride_l >= p.out_channels &&
-         p.y_stride_b >= p.out_length * p.y_stride_l && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
+  return channels_last_map_ok(p.y, p.y_stride_b, p.y_stride_l, p.y_stride_c, p.out_channels, p.out_length);
 }
 
 // Batches per dy copy slab.
@@ -217,10 +216,7 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
   (void)q;
   return false;
 #else
-  if (p.code_arch != 90) return false;
-  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (p.w_dtype != p.dtype) return false;
-  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (!sm90a_16bit_whole_groups(p) || p.w_dtype != p.dtype) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
   if (p.stride < 2 || p.stride > kMaxPhases || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
@@ -310,10 +306,6 @@ cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& v, const Gi
                          cudaStream_t stream) {
   if (q.xr == 64) return launch_strided<T, 64>(map, v, q, wpack, stream);
   return launch_strided<T, 32>(map, v, q, wpack, stream);
-}
-
-int64_t packed_weight_bytes(const Conv1dParams& p, const GiPlan& q) {
-  return p.groups * q.m_tiles * q.chunks * static_cast<int64_t>(q.a_bytes);
 }
 
 }  // namespace

@@ -190,9 +190,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   (void)q;
   return false;
 #else
-  if (!switched_on() || p.code_arch != 90) return false;
-  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (!switched_on() || !sm90a_16bit_whole_groups(p)) return false;
   if (p.stride != 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
   // Every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine needs that start 16-byte

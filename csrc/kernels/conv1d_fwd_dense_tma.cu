@@ -398,11 +398,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #if CONVKIT_TMA_CLUSTER
     Stage st;  // (stage_of's tile order is not the cluster's)
     tile_of(sidx / nch, st.b, st.g, st.jt, st.mt);
-    st.chunk = static_cast<int>(sidx % nch);
-    const int slot_i = static_cast<int>(sidx % q.ns);
-    st.bar = bar0 + 8u * slot_i;
-    st.a_dst = base + slot_i * q.stage_bytes;
-    st.x_dst = st.a_dst + q.a_bytes;
+    stage_slot(st, q, sidx, base, bar0);
     if (CONVKIT_TMA_CLUSTER_AXIS) {  // its own weights (the last m tile's for a phantom), x by halves below
       mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
       const int64_t mt_w = st.mt < q.m_tiles ? st.mt : q.m_tiles - 1;
@@ -974,10 +970,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   (void)q;
   return false;
 #else
-  if (p.code_arch != 90) return false;
-  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return false;
-  if (p.w_dtype != p.dtype) return false;
-  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
+  if (!sm90a_16bit_whole_groups(p) || p.w_dtype != p.dtype) return false;
   if (p.in_length < 1 || p.out_length < 1 || p.batch < 1) return false;  // empty x: no tensor map, no slabs
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cin_g < 16 || cin_g % (kXRowMin / 2) != 0) return false;
@@ -988,9 +981,7 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
   if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0) return false;
   // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits.
-  if (p.x_stride_c != 1 || p.x_stride_l % 8 != 0 || p.x_stride_b % 8 != 0) return false;
-  if (p.x_stride_l < p.in_channels || p.x_stride_b < p.in_length * p.x_stride_l) return false;
-  if ((reinterpret_cast<uintptr_t>(p.x) & 15) != 0) return false;
+  if (!channels_last_map_ok(p.x, p.x_stride_b, p.x_stride_l, p.x_stride_c, p.in_channels, p.in_length)) return false;
   if (p.in_length + p.pad_left + 256 * 8 >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31)) return false;
   if (p.out_length + 256 >= (int64_t{1} << 31) / p.stride) return false;
   if (encode_tiled() == nullptr) return false;
@@ -1079,10 +1070,6 @@ cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& p, const Tm
                          cudaStream_t stream) {
   if (kXRowMax == 64 && q.xr == 64) return launch_shaped<T, kXRowMax>(map, p, q, wpack, stream);
   return launch_shaped<T, kXRowMin>(map, p, q, wpack, stream);
-}
-
-int64_t packed_weight_bytes(const Conv1dParams& p, const TmaPlan& q) {
-  return p.groups * q.m_tiles * q.chunks * static_cast<int64_t>(q.a_bytes);
 }
 
 // The packed weights, then (x not channels-last) the copy slab from a 256-byte boundary.

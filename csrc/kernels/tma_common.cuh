@@ -1,5 +1,5 @@
 // Building blocks of the TMA-fed wgmma kernels (conv1d_fwd_dense_tma.cu: the forward; conv1d_bwd_input_dense_tma.cu:
-// the grad-input of stride > 1 in one pass): mbarriers and bulk / tensor copies (PTX ISA: mbarrier,
+// the grad-input of stride > 1 in one pass; conv1d_bwd_weight_dense_tma.cu: the stride-1 grad-weight): mbarriers and bulk / tensor copies (PTX ISA: mbarrier,
 // cp.async.bulk, cp.async.bulk.tensor), the 5-D tensor map of a channels-last operand, and the packing of the
 // weights into the shared-memory image of each stage. Device code only on sm_90a (CONVKIT_WGMMA_DEVICE); the
 // kernels trap elsewhere and the host never picks them there.
@@ -149,17 +149,22 @@ struct Stage {
   int chunk;
   uint32_t bar, a_dst, x_dst;
 };
+// stage_slot fills the chunk and the addresses of stage sidx only (a caller with a tile order of its own sets b, g,
+// jt, mt).
 template <typename Plan>
-__device__ __forceinline__ Stage stage_of(const Plan& q, int64_t groups, int64_t sidx, uint32_t base, uint32_t bar0) {
-  Stage st;
-  const int64_t nch = q.chunks;
-  tile_coords(blockIdx.x + (sidx / nch) * static_cast<int64_t>(gridDim.x), q.m_tiles, groups, q.j_tiles, st.b, st.g,
-              st.jt, st.mt);
-  st.chunk = static_cast<int>(sidx % nch);
+__device__ __forceinline__ void stage_slot(Stage& st, const Plan& q, int64_t sidx, uint32_t base, uint32_t bar0) {
+  st.chunk = static_cast<int>(sidx % q.chunks);
   const int slot = static_cast<int>(sidx % q.ns);
   st.bar = bar0 + 8u * slot;
   st.a_dst = base + slot * q.stage_bytes;
   st.x_dst = st.a_dst + q.a_bytes;
+}
+template <typename Plan>
+__device__ __forceinline__ Stage stage_of(const Plan& q, int64_t groups, int64_t sidx, uint32_t base, uint32_t bar0) {
+  Stage st;
+  tile_coords(blockIdx.x + (sidx / q.chunks) * static_cast<int64_t>(gridDim.x), q.m_tiles, groups, q.j_tiles, st.b,
+              st.g, st.jt, st.mt);
+  stage_slot(st, q, sidx, base, bar0);
   return st;
 }
 // The producer's start of stage st: expect a_bytes + x_bytes on its barrier, then the bulk copy of its packed weights
@@ -181,6 +186,27 @@ __device__ __forceinline__ void produce_stages(int64_t total, int ns, uint32_t b
     if (i >= ns) mbar_wait(bar0 + 8u * (empty_off + slot), static_cast<uint32_t>((i / ns - 1) & 1));
     issue(i);
   }
+}
+
+// Bytes of the packed weights of every stage image (pack_weights_kernel's output, at the workspace's start) of a
+// plan with m_tiles, chunks and a_bytes (one stage's weights).
+template <typename Plan>
+int64_t packed_weight_bytes(const Conv1dParams& p, const Plan& q) {
+  return p.groups * q.m_tiles * q.chunks * static_cast<int64_t>(q.a_bytes);
+}
+
+// The first conditions of every TMA kernel's plan: the device runs this build's sm_90a code, 16-bit x, whole groups.
+inline bool sm90a_16bit_whole_groups(const Conv1dParams& p) {
+  return p.code_arch == 90 && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) && p.groups >= 1 &&
+         p.in_channels % p.groups == 0 && p.out_channels % p.groups == 0;
+}
+
+// Whether a channels-last operand (element (b, l, c) at ptr + b * sb + l * sl + c * sc, c < ch, l < len) can be the
+// 5-D tensor map below as it lies: channels contiguous, position and batch strides whole 16-byte units in
+// increasing order, a 16-byte aligned start. (The forward's x, the one-pass grad-input's dy.)
+inline bool channels_last_map_ok(const void* ptr, int64_t sb, int64_t sl, int64_t sc, int64_t ch, int64_t len) {
+  return sc == 1 && sl % 8 == 0 && sb % 8 == 0 && sl >= ch && sb >= len * sl &&
+         (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
 }
 
 // The launchers copy a (B, C, L) operand into channels-last memory in the workspace a slab of batches at a time.
