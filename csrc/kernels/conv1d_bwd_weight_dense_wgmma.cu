@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t da = wg::smem_desc(a_base + 2 * s * kARg, kARg, 128);
 #pragma unroll
       for (int k = 0; k < kTaps; ++k)
-        wg::mma_m64n64k16_bn<T>(acc[k], da, wg::smem_desc(x_base + (rb[k] + 16 * s) * 16, 128, x_sbo));
+        wg::mma_m64n64k16_t<T, 1>(acc[k], da, wg::smem_desc(x_base + (rb[k] + 16 * s) * 16, 128, x_sbo));
     }
   };
 

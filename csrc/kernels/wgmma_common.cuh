@@ -95,10 +95,6 @@ __device__ __forceinline__ void mma_m64n64k16_t(float (&d)[32], uint64_t da, uin
   }
 #endif
 }
-template <typename T>
-__device__ __forceinline__ void mma_m64n64k16_bn(float (&d)[32], uint64_t da, uint64_t db) {
-  mma_m64n64k16_t<T, 1>(d, da, db);
-}
 // d (64 x 8 fp32) += A (64 x 16) * B (16 x 8), both K-major (the TMA grad-weight's grad-bias: B all ones).
 template <typename T>
 __device__ __forceinline__ void mma_m64n8k16(float (&d)[4], uint64_t da, uint64_t db) {
