@@ -260,8 +260,9 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool
     return {&launch_conv1d_fwd_dense_mma, what + (wgmma ? "_dense_wgmma" : "_dense_mma")};
   }
   if (conv1d_fwd_dense_f32_supports(p)) {
-    if (allow_tf32()) return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32"};
-    return {&launch_conv1d_fwd_dense_f32, what + "_dense_f32"};
+    if (allow_tf32())
+      return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32", false, &conv1d_fwd_dense_f32_workspace_bytes};
+    return {&launch_conv1d_fwd_dense_f32, what + "_dense_f32", false, &conv1d_fwd_dense_f32_workspace_bytes};
   }
   return {nullptr, ""};
 }
@@ -872,6 +873,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_w(q, wt);
       const at::Tensor ubuf = new_output({p.batch, p.stride * p.in_channels, lq}, dx.options());
       set_y(q, ubuf);
+      at::Tensor ws;  // the fp32 forward's packed weights
+      if (gi.workspace_bytes != nullptr) {
+        ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
+        q.workspace = ws.data_ptr();
+      }
       check_launch(gi.launch(q, current_stream()), gi.name);
       phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
     } else {

@@ -1359,7 +1359,7 @@ def test_dense_mma_fp32_master_weights(shape, poison_outputs):
     check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16)
 
 
-# fp32 on the dense implicit-GEMM kernel (kernels/conv1d_dense_f32.cu): IEEE FFMA when
+# fp32 on the dense implicit-GEMM kernels (kernels/conv1d_fwd_dense_f32.cu, kernels/conv1d_dense_f32.cu): IEEE FFMA when
 # torch.backends.cudnn.allow_tf32 is False, TF32 tensor cores when it is True; grad-input runs on the
 # same kernel phase by phase. MMA_CASES plus shapes with ragged 128 x 128 tiles and a reduction
 # (Cin/groups * K) that is not a multiple of the 16-deep stage.
@@ -1367,6 +1367,10 @@ F32_CASES = MMA_CASES + [
     ("red_9_cin3_k3", 2, 3, 130, 3, 300, 1, 1, 1, 1),
     ("w2v_first_like_cin2_k10_s5", 2, 2, 40, 10, 1003, 5, 0, 1, 1),
     ("cout_257_strided_view", 2, 20, 257, 2, 259, 1, 1, 3, 1),
+    # the window kernel's 8-channel stages (K 13), one window per tap (D 300, stride 2), K 17 on the im2col kernel
+    ("k13_8_channel_stages", 2, 24, 40, 13, 500, 1, 6, 1, 1),
+    ("k3_s2_d300_tap_windows", 2, 16, 24, 3, 1500, 2, 5, 300, 1),
+    ("k17_im2col", 1, 16, 24, 17, 300, 1, 8, 1, 1),
 ]
 
 
@@ -1730,7 +1734,8 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
         events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         assert any("interleave_phases_kernel" in n for n in events) == kernel, (name, dtype, events)
         pl, pr = resolve_padding(P, K, S, D)
-        gi_launches = sum(("conv1d_fwd_dense_mma_kernel" in n or "conv1d_fwd_dense_f32_kernel" in n) for n in events)
+        gi_launches = sum(any(k in n for k in ("conv1d_fwd_dense_mma_kernel", "conv1d_fwd_dense_f32_kernel",
+                                               "conv1d_fwd_dense_f32_window_kernel")) for n in events)
         phases = sum(any((rho + pl - k * D) % S == 0 for k in range(K)) for rho in range(min(S, L)))
         if "narrow_out" not in name:  # one launch per phase with a tap, or one in all
             assert gi_launches == (1 if unified and G == 1 else phases), (name, dtype, phases, events)

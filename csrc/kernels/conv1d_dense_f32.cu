@@ -1,5 +1,6 @@
-// Dense and grouped conv1d for fp32 input and weights: forward (also run by grad-input, per stride phase) and
-// grad-weight (+ grad-bias), as tiled implicit GEMMs. The forward, per group g
+// Dense and grouped conv1d for fp32 input and weights: grad-weight (+ grad-bias), and the forward for the shapes
+// the window-staged forward (conv1d_fwd_dense_f32.cu: K > 16, windows too long for shared memory) does not take,
+// as tiled implicit GEMMs. The forward (conv1d_fwd_dense_f32_im2col), per group g
 //
 //   out[co, n] = sum_r A[co, r] * B[r, n]          n = j (output position of one batch row b)
 //   A[co, r]   = w[g*Cout_g + co, ci, k]           B[r, n] = x[b, g*Cin_g + ci, j*S + k*D - P]
@@ -425,8 +426,9 @@ bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p) {
   return make_plan(p, q) && q.red >= 8 && p.groups != p.in_channels;
 }
 
-cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, false, stream); }
-cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, true, stream); }
+cudaError_t launch_conv1d_fwd_dense_f32_im2col(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
+  return launch(p, tf32, stream);
+}
 
 bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p) {
   WgradF32Plan q;

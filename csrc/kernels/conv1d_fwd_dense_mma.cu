@@ -605,18 +605,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kRing) cp_async_wait<0>();  // (only empty groups can be pending here)
 }
 
-int smem_optin_bytes() {
-  static int cache[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
-  if (cache[dev] == 0) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
-    cache[dev] = v;
-  }
-  return cache[dev];
-}
-
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 bool dense_ring_enabled() {

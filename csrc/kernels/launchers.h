@@ -81,11 +81,15 @@ bool conv1d_bwd_input_dense_tma_supports(const Conv1dParams& p);
 int64_t conv1d_bwd_input_dense_tma_workspace_bytes(const Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_input_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 
-// Dense/grouped forward for fp32 (kernels/conv1d_dense_f32.cu): a tiled implicit GEMM, IEEE FFMA
-// or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases.
+// Dense/grouped forward for fp32 (kernels/conv1d_fwd_dense_f32.cu): an implicit GEMM on a staged x window, IEEE
+// FFMA or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases. p.workspace:
+// workspace_bytes(p) for the packed weights (0: the shape runs the im2col kernel below, which needs none).
 bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p);
+int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream);
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
+// ... the im2col-gather forward (kernels/conv1d_dense_f32.cu) it falls back to
+cudaError_t launch_conv1d_fwd_dense_f32_im2col(const Conv1dParams& p, bool tf32, cudaStream_t stream);
 // ... and its grad-weight (+ grad-bias), same file, the interface of the mma grad-weight below (any groups;
 // dispatch.cpp keeps depthwise calls, groups == Cin, off it by default).
 bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p);

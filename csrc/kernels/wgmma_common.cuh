@@ -274,18 +274,7 @@ __device__ __forceinline__ void store_x_unit(uint32_t base, int t0, int s, int w
   }
 }
 
-// The device's opt-in shared memory per block (cached per device).
-inline int smem_optin_bytes() {
-  static int cache[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
-  if (cache[dev] == 0) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
-    cache[dev] = v;
-  }
-  return cache[dev];
-}
+using ::convkit::smem_optin_bytes;  // (common.cuh)
 
 // The forward kernels' epilogue (wgmma and TMA-fed): coalesced stores of a C tile in shared memory (rows x cols
 // 16-bit values at c_base, pitch elements per row) to y rows co_first + row (those < cout_g) of group g, positions

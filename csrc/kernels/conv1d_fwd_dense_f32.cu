@@ -1,0 +1,411 @@
+// Dense and grouped forward for fp32 input and weights (also run by grad-input, per stride phase): TF32 tensor
+// cores (mma.sync.m16n8k8) or IEEE FFMA, as an implicit GEMM whose x operand is a staged window. Per group g
+//
+//   out[co, j] = sum over ci, k of w[g*Cout_g + co, ci, k] * x[b, g*Cin_g + ci, j*S + k*D - P]
+//
+// One block (8 warps) computes a 128 (co) x 128 (j) tile of one batch row and group, and walks the reduction in
+// stages of CC input channels x all K taps. A stage holds
+//   * the x window of its CC channels: every position the 128 outputs touch, stored phase-split
+//     (row (t % S) * Wq + t / S), so that tap k of outputs j0 .. j0 + 127 is 128 consecutive floats of a
+//     channel's row at a per-tap offset (tap_off): the K taps share one window (x is read once per tile, not K
+//     times as an im2col gather would), any stride reads conflict-free. Where the dilation makes the contiguous
+//     window much longer than K separate ones (wavenet, D = 512), each tap gets its own window (segments);
+//   * the weights of the stage, packed once per call (pack_f32_weights_kernel) into the exact shared-memory
+//     image the inner loop reads: the TF32 A fragments of a warp as one 16-byte load each (rounded to TF32 by
+//     the pack), or for FFMA rows of 128 output channels (two 16-byte loads per thread and reduction index).
+// Both arrive by cp.async (x 4 bytes a position, zero-filled outside [0, L) and past Cin/groups; weights 16
+// bytes), NS stages in flight; the stage sequence runs across the block's tiles (persistent blocks), so the next
+// tile's first stages load while this tile finishes. The epilogue writes y from the accumulators (bias,
+// activation; 8- or 16-byte stores where y's rows allow), with no shared memory, for the same reason.
+// TF32 rounds x with cvt.rna as the fragments are read, so the result is the fp32-accumulated product of
+// TF32-rounded inputs, as cuDNN's TF32 convolutions compute it; dispatch.cpp picks TF32 only where
+// torch.backends.cudnn.allow_tf32 is True.
+// Shapes outside the plan (K > 16, stages that do not fit in shared memory) keep the im2col kernel of
+// conv1d_dense_f32.cu (conv1d_fwd_dense_f32_im2col).
+#include <algorithm>
+#include <cstdint>
+
+#include "activation.cuh"
+#include "common.cuh"
+#include "index_math.h"
+#include "launchers.h"
+
+namespace convkit {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBM = 128, kBN = 128;
+constexpr int kMaxK = 16;
+
+struct WindowPlan {
+  int cc, k, s, d;
+  int nseg;        // 1: one window for all taps; K: one per tap
+  int wlen;        // positions per segment
+  int wq;          // rows per phase (a multiple of 4: 16-byte aligned phase rows)
+  int xp;          // floats per channel row of the window: >= nseg * S * wq, = 8 (mod 32): conflict-free fragments
+  int a_floats;    // weights per stage: kBM * cc * K
+  int slot_floats; // a_floats + cc * xp
+  int ns;          // stages in flight
+  int blocks_per_sm, smem_bytes;
+  int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+};
+
+__device__ __forceinline__ uint32_t tf32_bits(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float* c, const float4& a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.y)), "r"(__float_as_uint(a.z)), "r"(__float_as_uint(a.w)),
+        "r"(b0), "r"(b1));
+}
+
+// packed[((g * m_tiles + mt) * chunks + ch) * a_floats + e]: stage (g, mt, ch)'s weights in the order the kernel
+// reads them. TF32: e = (((k * CC/8 + s8) * 8 + i) * 32 + lane) * 4 + f is fragment register f of lane `lane` for
+// m16 tile i and the k8 step (tap k, channels s8 * 8 ..): row i * 16 + lane / 4 + 8 (f & 1), channel
+// s8 * 8 + lane % 4 + 4 (f >> 1), rounded to TF32. FFMA: e = (k * CC + c) * 128 + m.
+__global__ void __launch_bounds__(256)
+    pack_f32_weights_kernel(const Conv1dParams p, const WindowPlan q, bool tf32, float* __restrict__ packed) {
+  const int64_t total = p.groups * q.m_tiles * q.chunks * q.a_floats;
+  const float* w = static_cast<const float*>(p.w);
+  for (int64_t idx = blockIdx.x * int64_t{256} + threadIdx.x; idx < total; idx += int64_t{gridDim.x} * 256) {
+    int64_t blk, e, ch, mt, g;
+    divmod(idx, q.a_floats, blk, e);
+    divmod(blk, q.chunks, blk, ch);
+    divmod(blk, q.m_tiles, g, mt);
+    const int ei = static_cast<int>(e);
+    int m, c, k;
+    if (tf32) {
+      const int f = ei & 3, lane = (ei >> 2) & 31, i = (ei >> 7) & 7, step = ei >> 10;
+      const int steps_per_tap = q.cc / 8;
+      k = step / steps_per_tap;
+      const int s8 = step - k * steps_per_tap;
+      m = i * 16 + (lane >> 2) + 8 * (f & 1);
+      c = s8 * 8 + (lane & 3) + 4 * (f >> 1);
+    } else {
+      m = ei & (kBM - 1);
+      const int kc = ei >> 7;
+      k = kc / q.cc;
+      c = kc - k * q.cc;
+    }
+    const int64_t co = mt * kBM + m, ci = ch * q.cc + c;
+    float v = 0.f;
+    if (co < q.cout_g && ci < q.cin_g)
+      v = __ldg(w + (g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k);
+    packed[idx] = tf32 ? __uint_as_float(tf32_bits(v)) : v;
+  }
+}
+
+// The tile a block loads next, advanced stage by stage (the loads run NS - 1 stages ahead of the math).
+struct Cursor {
+  int64_t tile, ch;  // tile index (grid-stride), chunk of the reduction
+  int64_t b, j0, g, mt;
+};
+__device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Cursor& c) {
+  // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours (L2).
+  int64_t rest, jt;
+  divmod(c.tile, q.m_tiles, rest, c.mt);
+  divmod(rest, groups, rest, c.g);
+  divmod(rest, q.j_tiles, c.b, jt);
+  c.j0 = jt * kBN;
+}
+
+template <bool kTF32, int CC>
+__global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
+    conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
+  extern __shared__ __align__(16) float smem_f[];
+  __shared__ int tap_off[kMaxK];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int K = q.k, S = q.s;
+  if (tid < K) {
+    // output n of tap k reads window position n*S + k*D (one window) or n*S in segment k
+    const int t = q.nseg == 1 ? tid * q.d : 0;
+    tap_off[tid] = (q.nseg == 1 ? 0 : tid * S * q.wq) + (t % S) * q.wq + t / S;
+  }
+  const float* __restrict__ x = static_cast<const float*>(p.x);
+
+  const int64_t my_tiles = q.num_tiles > blockIdx.x ? ceil_div(q.num_tiles - blockIdx.x, gridDim.x) : 0;
+  const int64_t total = my_tiles * q.chunks;
+
+  // Loader: warp w copies window rows w, w + 8, ... (row = channel * nseg + segment), lane l positions
+  // t = l, l + 32, ...; (t / S, t % S) stepped without divisions.
+  const int q0 = lane / S, r0 = lane - q0 * S, dq = 32 / S, dr = 32 - dq * S;
+  const int rows = CC * q.nseg;
+  Cursor ld{blockIdx.x, 0, 0, 0, 0, 0};
+  if (my_tiles > 0) decode(q, p.groups, ld);
+  auto load = [&](int slot) {
+    float* As = smem_f + slot * q.slot_floats;
+    float* Xs = As + q.a_floats;
+    const float* src = wpack + ((ld.g * q.m_tiles + ld.mt) * q.chunks + ld.ch) * q.a_floats;
+    for (int u = tid; u < q.a_floats / 4; u += kThreads) cp_async16(As + 4 * u, src + 4 * u, 16);
+    for (int r = warp; r < rows; r += kThreads / 32) {
+      const int c = r / q.nseg, sg = r - c * q.nseg;
+      const int64_t ci = ld.ch * CC + c;
+      const bool c_ok = ci < q.cin_g;
+      const float* row = x + ld.b * p.x_stride_b + (ld.g * q.cin_g + ci) * p.x_stride_c;
+      const int64_t p0 = ld.j0 * S - p.pad_left + static_cast<int64_t>(sg) * q.d;
+      float* dst = Xs + c * q.xp + sg * S * q.wq;
+      int qt = q0, rt = r0;
+      for (int t = lane; t < q.wlen; t += 32) {
+        const int64_t pos = p0 + t;
+        const bool ok = c_ok && pos >= 0 && pos < p.in_length;
+        cp_async4(dst + rt * q.wq + qt, ok ? row + pos * p.x_stride_l : x, ok ? 4 : 0);
+        qt += dq;
+        rt += dr;
+        if (rt >= S) {
+          rt -= S;
+          ++qt;
+        }
+      }
+    }
+  };
+  auto advance = [&]() {
+    if (++ld.ch == q.chunks) {
+      ld.ch = 0;
+      ld.tile += gridDim.x;
+      if (ld.tile < q.num_tiles) decode(q, p.groups, ld);
+    }
+  };
+
+  // TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32,
+  // acc[(i * 4 + jn) * 4 + f] for m16 tile i, n8 tile jn and the mma's c layout. FFMA: thread (tm, tn) =
+  // (tid % 16, tid / 16) owns rows {tm*4.., 64 + tm*4..} x columns {tn*4.., 64 + tn*4..}, acc[i * 8 + jn].
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  Cursor cur = ld;  // the tile the math is on
+
+#pragma unroll 1
+  for (int s = 0; s < q.ns - 1; ++s) {
+    if (s < total) {
+      load(s);
+      advance();
+    }
+    cp_async_commit();
+  }
+  __syncthreads();  // tap_off
+
+#pragma unroll 1
+  for (int64_t gs = 0; gs < total; ++gs) {
+    // ns - 2 groups may stay pending: stage gs has landed (for this thread); the barrier makes it every
+    // thread's, and says that every thread is done with stage gs - 1, whose slot the next load refills.
+    if (q.ns == 2) cp_async_wait<0>(); else if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
+    __syncthreads();
+    if (gs + q.ns - 1 < total) {
+      load(static_cast<int>((gs + q.ns - 1) % q.ns));
+      advance();
+    }
+    cp_async_commit();
+
+    const float* As = smem_f + (gs % q.ns) * q.slot_floats;
+    const float* Xs = As + q.a_floats;
+    if constexpr (kTF32) {
+      const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+      const float4* A4 = reinterpret_cast<const float4*>(As) + wm * 4 * 32 + lane;
+#pragma unroll 1
+      for (int k = 0; k < K; ++k) {
+        const float* xk = Xs + tap_off[k] + wn * 32 + lr + lc * q.xp;
+#pragma unroll
+        for (int s8 = 0; s8 < CC / 8; ++s8) {
+          const float4* ap = A4 + (k * (CC / 8) + s8) * 8 * 32;
+          float4 a[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[i] = ap[i * 32];
+          const float* x0 = xk + s8 * 8 * q.xp;
+          const float* x1 = x0 + 4 * q.xp;
+          uint32_t b0[4], b1[4];
+#pragma unroll
+          for (int jn = 0; jn < 4; ++jn) {
+            b0[jn] = tf32_bits(x0[jn * 8]);
+            b1[jn] = tf32_bits(x1[jn * 8]);
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], a[i], b0[jn], b1[jn]);
+        }
+      }
+    } else {
+      const int tm = tid & 15, tn = tid >> 4;
+      const float4* A4 = reinterpret_cast<const float4*>(As) + tm;
+#pragma unroll 1
+      for (int k = 0; k < K; ++k) {
+        const int off = tap_off[k];
+        const float* xk = Xs + off + tn * 4;
+        const float4* ak = A4 + k * CC * 32;
+        if ((off & 3) == 0) {  // the tap's window rows are 16-byte aligned (xp and wq are multiples of 4)
+#pragma unroll 4
+          for (int c = 0; c < CC; ++c) {
+            const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
+            const float4 x0 = *reinterpret_cast<const float4*>(xk + c * q.xp);
+            const float4 x1 = *reinterpret_cast<const float4*>(xk + c * q.xp + 64);
+            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float bv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+              for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+          }
+        } else {
+#pragma unroll 4
+          for (int c = 0; c < CC; ++c) {
+            const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
+            const float* xr = xk + c * q.xp;
+            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float bv[8] = {xr[0], xr[1], xr[2], xr[3], xr[64], xr[65], xr[66], xr[67]};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+              for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+          }
+        }
+      }
+    }
+
+    if (cur.ch + 1 < q.chunks) {
+      ++cur.ch;
+      continue;
+    }
+    // ---- epilogue of the tile: y straight from the accumulators ----
+    const float* bias = static_cast<const float*>(p.bias);
+    float* y = static_cast<float*>(p.y);
+    const bool vec = p.y_stride_l == 1;
+    // values v[0 .. n) of output row `row` of the tile at columns col .. col + n - 1 (n = 2 or 4)
+    auto put = [&](int row, int col, const float* v, int n) {
+      const int64_t co = cur.mt * kBM + row;
+      if (co >= q.cout_g) return;
+      const int64_t c = cur.g * q.cout_g + co, j = cur.j0 + col;
+      const float bv = bias != nullptr ? __ldg(bias + c) : 0.f;
+      float* dst = y + cur.b * p.y_stride_b + c * p.y_stride_c + j * p.y_stride_l;
+      float o[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[e] = e < n ? activate(p.activation, v[e] + bv) : 0.f;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
+      if (vec && j + n <= p.out_length && n == 4 && (a & 15) == 0) {
+        *reinterpret_cast<float4*>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+      } else if (vec && j + n <= p.out_length && n == 2 && (a & 7) == 0) {
+        *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (e < n && j + e < p.out_length) dst[e * p.y_stride_l] = o[e];
+      }
+    };
+    if constexpr (kTF32) {
+      const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn) {
+          const float* f = &acc[(i * 4 + jn) * 4];
+          const int row = wm * 64 + i * 16 + lr, col = wn * 32 + jn * 8 + 2 * lc;
+          put(row, col, f, 2);
+          put(row + 8, col, f + 2, 2);
+        }
+    } else {
+      const int tm = tid & 15, tn = tid >> 4;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int row = (i < 4 ? 0 : 64) + tm * 4 + (i & 3);
+        put(row, tn * 4, &acc[i * 8], 4);
+        put(row, 64 + tn * 4, &acc[i * 8 + 4], 4);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+    cur.ch = 0;
+    cur.tile += gridDim.x;
+    if (cur.tile < q.num_tiles) decode(q, p.groups, cur);
+  }
+  cp_async_wait<0>();  // no copy outlives the block
+}
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
+  if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
+  if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
+  // (B * 128 window positions stay in int: S and D up to 2^20 are far beyond any real conv)
+  if (p.stride > (1 << 20) || p.dilation > (1 << 20)) return false;
+  q.cin_g = p.in_channels / p.groups;
+  q.cout_g = p.out_channels / p.groups;
+  if (q.cin_g < 1 || q.cout_g < 1) return false;
+  q.k = static_cast<int>(p.kernel_size);
+  q.s = static_cast<int>(p.stride);
+  q.d = static_cast<int>(p.dilation);
+  const int64_t one = static_cast<int64_t>(kBN - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
+  const int64_t per_tap = static_cast<int64_t>(kBN - 1) * q.s + 1;
+  q.nseg = q.k > 1 && q.k * per_tap < one ? q.k : 1;
+  const int64_t wlen = q.nseg == 1 ? one : per_tap;
+  if (wlen > 8192) return false;
+  q.wlen = static_cast<int>(wlen);
+  q.wq = round_up((q.wlen + q.s - 1) / q.s, 4);
+  const int span = q.nseg * q.s * q.wq;
+  q.xp = round_up(span - 8, 32) + 8;
+  if (q.xp < span) q.xp += 32;
+  // 16 channels a stage where three stages fit, else 8. The TF32 kernel (<= 128 registers) runs two blocks per SM
+  // where three stages each fit in half the SM's shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per
+  // block); otherwise, and for FFMA, one block with up to four stages.
+  const int limit = smem_optin_bytes();
+  for (const int cc : {16, 8}) {
+    q.cc = cc;
+    q.a_floats = kBM * cc * q.k;
+    q.slot_floats = q.a_floats + cc * q.xp;
+    q.ns = std::min(4, limit / (q.slot_floats * 4));
+    if (q.ns >= 3) break;
+  }
+  if (q.ns < 2) return false;
+  const int slot_bytes = q.slot_floats * 4;
+  if (tf32 && 2 * (3 * slot_bytes + 2048) <= limit + 1024) {
+    q.blocks_per_sm = 2;
+    q.ns = 3;
+  } else {
+    q.blocks_per_sm = 1;
+  }
+  q.smem_bytes = q.ns * slot_bytes;
+  q.chunks = ceil_div(q.cin_g, q.cc);
+  q.m_tiles = ceil_div(q.cout_g, kBM);
+  q.j_tiles = ceil_div(p.out_length, kBN);
+  q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+  return true;
+}
+
+template <bool kTF32, int CC>
+cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
+  auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid_for(q.num_tiles, p.num_sms, q.blocks_per_sm), kThreads, q.smem_bytes, stream>>>(p, q, wpack);
+  return cudaGetLastError();
+}
+
+cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
+  WindowPlan q;
+  if (!make_plan(p, tf32, q) || p.workspace == nullptr) return launch_conv1d_fwd_dense_f32_im2col(p, tf32, stream);
+  if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
+  float* wpack = static_cast<float*>(p.workspace);
+  const int64_t n = p.groups * q.m_tiles * q.chunks * q.a_floats;
+  pack_f32_weights_kernel<<<grid_for(ceil_div(n, 256), p.num_sms, 8), 256, 0, stream>>>(p, q, tf32, wpack);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  if (tf32) return q.cc == 16 ? launch_window<true, 16>(p, q, wpack, stream) : launch_window<true, 8>(p, q, wpack, stream);
+  return q.cc == 16 ? launch_window<false, 16>(p, q, wpack, stream) : launch_window<false, 8>(p, q, wpack, stream);
+}
+
+}  // namespace
+
+int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p) {
+  WindowPlan q;  // (the packed weights' size does not depend on TF32)
+  if (!make_plan(p, false, q)) return 0;
+  return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
+}
+
+cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, false, stream); }
+cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, true, stream); }
+
+}  // namespace convkit
