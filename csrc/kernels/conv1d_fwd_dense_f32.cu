@@ -384,9 +384,15 @@ cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const floa
   return cudaGetLastError();
 }
 
+// CONVKIT_DENSE_F32_WINDOW=0: every call on the im2col kernel (for comparisons; read once per process).
+bool window_enabled() {
+  static const bool on = !env_equals("CONVKIT_DENSE_F32_WINDOW", "0");
+  return on;
+}
+
 cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
   WindowPlan q;
-  if (!make_plan(p, tf32, q) || p.workspace == nullptr) return launch_conv1d_fwd_dense_f32_im2col(p, tf32, stream);
+  if (!window_enabled() || !make_plan(p, tf32, q) || p.workspace == nullptr) return launch_conv1d_fwd_dense_f32_im2col(p, tf32, stream);
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
   float* wpack = static_cast<float*>(p.workspace);
   const int64_t n = p.groups * q.m_tiles * q.chunks * q.a_floats;
