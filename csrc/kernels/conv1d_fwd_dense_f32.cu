@@ -47,6 +47,8 @@ struct WindowPlan {
   int slot_floats; // a_floats + cc * xp
   int ns;          // stages in flight
   int blocks_per_sm, smem_bytes;
+  int vec;         // 1: stride 1, x rows of unit stride starting on 16-byte boundaries: 16-byte window copies
+  int y_vec;       // 1: y rows of unit stride starting on 16-byte boundaries: vector stores for whole tiles
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
 
@@ -115,6 +117,21 @@ __device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Curs
   c.j0 = jt * kBN;
 }
 
+// fp32 -> TF32 with cvt.rna's rounding (to nearest, ties away from zero) in integer operations: the tensor cores read
+// the top 19 bits. Infinities stay; a NaN becomes the canonical NaN (its payload may lie in the dropped bits).
+__device__ __forceinline__ float round_tf32(float v) {
+  const uint32_t b = __float_as_uint(v);
+  return __uint_as_float((b & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu : (b + 0x1000u) & 0xffffe000u);
+}
+
+// Positions of segment sg loaded before its first window position in the 16-byte path (q.vec): the window starts at
+// j0 - P + sg*D, and j0 is a multiple of 128, so its offset from the 16-byte grid is the same in every tile.
+__device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPlan& q, int sg) {
+  if (!q.vec) return 0;
+  const int64_t o = (static_cast<int64_t>(sg) * q.d - p.pad_left) % 4;
+  return static_cast<int>(o < 0 ? o + 4 : o);
+}
+
 template <bool kTF32, int CC>
 __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
@@ -124,16 +141,18 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
   const int K = q.k, S = q.s;
   if (tid < K) {
     // output n of tap k reads window position n*S + k*D (one window) or n*S in segment k
-    const int t = q.nseg == 1 ? tid * q.d : 0;
-    tap_off[tid] = (q.nseg == 1 ? 0 : tid * S * q.wq) + (t % S) * q.wq + t / S;
+    const int t = q.nseg == 1 ? tid * q.d : 0, sg = q.nseg == 1 ? 0 : tid;
+    tap_off[tid] = sg * S * q.wq + window_lead(p, q, sg) + (t % S) * q.wq + t / S;
   }
   const float* __restrict__ x = static_cast<const float*>(p.x);
 
   const int64_t my_tiles = q.num_tiles > blockIdx.x ? ceil_div(q.num_tiles - blockIdx.x, gridDim.x) : 0;
   const int64_t total = my_tiles * q.chunks;
 
-  // Loader: warp w copies window rows w, w + 8, ... (row = channel * nseg + segment), lane l positions
-  // t = l, l + 32, ...; (t / S, t % S) stepped without divisions.
+  // Loader: warp w copies window rows w, w + 8, ... (row = channel * nseg + segment). q.vec (stride 1, 16-byte
+  // aligned rows of unit stride): lane l copies 16-byte units l, l + 32, ... of positions from the 16-byte grid
+  // point at or before the window's start. Otherwise lane l copies positions t = l, l + 32, ... one by one into their
+  // phase rows, (t / S, t % S) stepped without divisions.
   const int q0 = lane / S, r0 = lane - q0 * S, dq = 32 / S, dr = 32 - dq * S;
   const int rows = CC * q.nseg;
   Cursor ld{blockIdx.x, 0, 0, 0, 0, 0};
@@ -148,18 +167,45 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
       const int64_t ci = ld.ch * CC + c;
       const bool c_ok = ci < q.cin_g;
       const float* row = x + ld.b * p.x_stride_b + (ld.g * q.cin_g + ci) * p.x_stride_c;
-      const int64_t p0 = ld.j0 * S - p.pad_left + static_cast<int64_t>(sg) * q.d;
+      const int64_t p0 = ld.j0 * S - p.pad_left + static_cast<int64_t>(sg) * q.d;  // window position 0
       float* dst = Xs + c * q.xp + sg * S * q.wq;
-      int qt = q0, rt = r0;
-      for (int t = lane; t < q.wlen; t += 32) {
-        const int64_t pos = p0 + t;
-        const bool ok = c_ok && pos >= 0 && pos < p.in_length;
-        cp_async4(dst + rt * q.wq + qt, ok ? row + pos * p.x_stride_l : x, ok ? 4 : 0);
-        qt += dq;
-        rt += dr;
-        if (rt >= S) {
-          rt -= S;
-          ++qt;
+      if (q.vec) {
+        const int lead = window_lead(p, q, sg);
+        const int64_t g0 = p0 - lead;  // a multiple of 4
+        const int units = (lead + q.wlen + 3) >> 2;
+        for (int u = lane; u < units; u += 32) {
+          const int64_t pos = g0 + 4 * u;
+          float* d = dst + 4 * u;
+          if (c_ok && pos >= 0 && pos + 4 <= p.in_length) {
+            cp_async16(d, row + pos, 16);
+          } else if (!c_ok || pos >= p.in_length || pos + 4 <= 0) {
+            cp_async16(d, x, 0);
+          } else {  // a unit across the start or the end of the row
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const bool ok = pos + e >= 0 && pos + e < p.in_length;
+              cp_async4(d + e, ok ? row + pos + e : x, ok ? 4 : 0);
+            }
+          }
+        }
+      } else {
+        // window positions t in [t_lo, t_hi) lie inside the row
+        const int64_t lo = -p0, hi = c_ok ? p.in_length - p0 : 0;
+        const int t_lo = static_cast<int>(lo < 0 ? 0 : lo > q.wlen ? q.wlen : lo);
+        const int t_hi = static_cast<int>(hi < 0 ? 0 : hi > q.wlen ? q.wlen : hi);
+        const float* rp = row + p0 * p.x_stride_l;  // dereferenced only for t in [t_lo, t_hi)
+        int off = r0 * q.wq + q0;
+        const int step = dq + dr * q.wq, wrap = 1 - S * q.wq;
+        int rt = r0;
+        for (int t = lane; t < q.wlen; t += 32) {
+          const bool ok = t >= t_lo && t < t_hi;
+          cp_async4(dst + off, ok ? rp + t * p.x_stride_l : x, ok ? 4 : 0);
+          off += step;
+          rt += dr;
+          if (rt >= S) {
+            rt -= S;
+            off += wrap;
+          }
         }
       }
     }
@@ -170,6 +216,11 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
       ld.tile += gridDim.x;
       if (ld.tile < q.num_tiles) decode(q, p.groups, ld);
     }
+  };
+  // TF32: the x window of stage s rounded in place, once per element (instead of at every fragment read)
+  auto round_window = [&](int64_t s) {
+    float* Xs = smem_f + (s % q.ns) * q.slot_floats + q.a_floats;
+    for (int e = tid; e < CC * q.xp; e += kThreads) Xs[e] = round_tf32(Xs[e]);
   };
 
   // TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32,
@@ -188,19 +239,32 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     }
     cp_async_commit();
   }
+  if constexpr (kTF32) {  // stage 0 rounded before the loop (which rounds stage gs + 1 while it multiplies stage gs)
+    if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
+    __syncthreads();
+    if (total > 0) round_window(0);
+  }
   __syncthreads();  // tap_off
 
 #pragma unroll 1
   for (int64_t gs = 0; gs < total; ++gs) {
-    // ns - 2 groups may stay pending: stage gs has landed (for this thread); the barrier makes it every
-    // thread's, and says that every thread is done with stage gs - 1, whose slot the next load refills.
-    if (q.ns == 2) cp_async_wait<0>(); else if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
+    // FFMA: ns - 2 groups may stay pending (stage gs has landed); TF32 (ns >= 3): ns - 3, so that stage gs + 1 has
+    // landed too, for its rounding. The barrier makes the stages every thread's, and says that every thread is done
+    // with stage gs - 1, whose slot the next load refills (and, TF32, with rounding stage gs).
+    if constexpr (kTF32) {
+      if (q.ns == 3) cp_async_wait<0>(); else cp_async_wait<1>();
+    } else {
+      if (q.ns == 2) cp_async_wait<0>(); else if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
+    }
     __syncthreads();
     if (gs + q.ns - 1 < total) {
       load(static_cast<int>((gs + q.ns - 1) % q.ns));
       advance();
     }
     cp_async_commit();
+    if constexpr (kTF32) {
+      if (gs + 1 < total) round_window(gs + 1);
+    }
 
     const float* As = smem_f + (gs % q.ns) * q.slot_floats;
     const float* Xs = As + q.a_floats;
@@ -221,8 +285,8 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
           uint32_t b0[4], b1[4];
 #pragma unroll
           for (int jn = 0; jn < 4; ++jn) {
-            b0[jn] = tf32_bits(x0[jn * 8]);
-            b1[jn] = tf32_bits(x1[jn * 8]);
+            b0[jn] = __float_as_uint(x0[jn * 8]);
+            b1[jn] = __float_as_uint(x1[jn * 8]);
           }
 #pragma unroll
           for (int i = 0; i < 4; ++i)
@@ -272,49 +336,56 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
       continue;
     }
     // ---- epilogue of the tile: y straight from the accumulators ----
+    // The thread's 8 output rows: TF32 wm*64 + i*16 + lr (+ 8 for h = 1), FFMA (h ? 64 : 0) + tm*4 + i.
+    const int lr = lane >> 2, lc = lane & 3, tm = tid & 15, tn = tid >> 4;
+    auto row_of = [&](int i, int h) { return kTF32 ? (warp & 1) * 64 + i * 16 + lr + 8 * h : 64 * h + tm * 4 + i; };
     const float* bias = static_cast<const float*>(p.bias);
-    float* y = static_cast<float*>(p.y);
-    const bool vec = p.y_stride_l == 1;
-    // values v[0 .. n) of output row `row` of the tile at columns col .. col + n - 1 (n = 2 or 4)
-    auto put = [&](int row, int col, const float* v, int n) {
+    auto bias_of = [&](int row) {
       const int64_t co = cur.mt * kBM + row;
-      if (co >= q.cout_g) return;
-      const int64_t c = cur.g * q.cout_g + co, j = cur.j0 + col;
-      const float bv = bias != nullptr ? __ldg(bias + c) : 0.f;
-      float* dst = y + cur.b * p.y_stride_b + c * p.y_stride_c + j * p.y_stride_l;
+      return bias != nullptr && co < q.cout_g ? __ldg(bias + cur.g * q.cout_g + co) : 0.f;
+    };
+    float* y = static_cast<float*>(p.y);
+    float* yt = y + cur.b * p.y_stride_b + (cur.g * q.cout_g + cur.mt * kBM) * p.y_stride_c + cur.j0 * p.y_stride_l;
+    // whole tile inside y, rows of unit stride with 16-byte aligned starts: vector stores without checks
+    const bool whole = q.y_vec && cur.j0 + kBN <= p.out_length && cur.mt * kBM + kBM <= q.cout_g;
+    // n values v (n = 2 or 4) of tile row `row` at columns col ..
+    auto put = [&](int row, int col, const float* v, float b, int n) {
       float o[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[e] = e < n ? activate(p.activation, v[e] + bv) : 0.f;
-      const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
-      if (vec && j + n <= p.out_length && n == 4 && (a & 15) == 0) {
-        *reinterpret_cast<float4*>(dst) = make_float4(o[0], o[1], o[2], o[3]);
-      } else if (vec && j + n <= p.out_length && n == 2 && (a & 7) == 0) {
-        *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (e < n && j + e < p.out_length) dst[e * p.y_stride_l] = o[e];
+      for (int e = 0; e < 4; ++e) o[e] = e < n ? activate(p.activation, v[e] + b) : 0.f;
+      float* dst = yt + row * p.y_stride_c + col * p.y_stride_l;
+      if (whole) {
+        if (n == 4) *reinterpret_cast<float4*>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+        else *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
+        return;
       }
+      if (cur.mt * kBM + row >= q.cout_g) return;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (e < n && cur.j0 + col + e < p.out_length) dst[e * p.y_stride_l] = o[e];
     };
     if constexpr (kTF32) {
-      const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+      const int wn = warp >> 1;
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 4; ++i) {
+        const float b0 = bias_of(row_of(i, 0)), b1 = bias_of(row_of(i, 1));
 #pragma unroll
         for (int jn = 0; jn < 4; ++jn) {
           const float* f = &acc[(i * 4 + jn) * 4];
-          const int row = wm * 64 + i * 16 + lr, col = wn * 32 + jn * 8 + 2 * lc;
-          put(row, col, f, 2);
-          put(row + 8, col, f + 2, 2);
+          const int col = wn * 32 + jn * 8 + 2 * lc;
+          put(row_of(i, 0), col, f, b0, 2);
+          put(row_of(i, 1), col, f + 2, b1, 2);
         }
-    } else {
-      const int tm = tid & 15, tn = tid >> 4;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int row = (i < 4 ? 0 : 64) + tm * 4 + (i & 3);
-        put(row, tn * 4, &acc[i * 8], 4);
-        put(row, 64 + tn * 4, &acc[i * 8 + 4], 4);
       }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float b = bias_of(row_of(i, h));
+          put(row_of(i, h), tn * 4, &acc[(h * 4 + i) * 8], b, 4);
+          put(row_of(i, h), 64 + tn * 4, &acc[(h * 4 + i) * 8 + 4], b, 4);
+        }
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
@@ -344,22 +415,31 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   const int64_t wlen = q.nseg == 1 ? one : per_tap;
   if (wlen > 8192) return false;
   q.wlen = static_cast<int>(wlen);
-  q.wq = round_up((q.wlen + q.s - 1) / q.s, 4);
+  const auto aligned = [](const void* ptr, int64_t sb, int64_t sc) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && sb % 4 == 0 && sc % 4 == 0;
+  };
+  q.vec = q.s == 1 && p.x_stride_l == 1 && aligned(p.x, p.x_stride_b, p.x_stride_c);
+  q.y_vec = p.y_stride_l == 1 && aligned(p.y, p.y_stride_b, p.y_stride_c);
+  // (the 16-byte path loads up to 3 positions before the window and rounds its end up to whole units)
+  q.wq = q.vec ? round_up(q.wlen + 3, 4) : round_up((q.wlen + q.s - 1) / q.s, 4);
   const int span = q.nseg * q.s * q.wq;
   q.xp = round_up(span - 8, 32) + 8;
   if (q.xp < span) q.xp += 32;
-  // 16 channels a stage where three stages fit, else 8. The TF32 kernel (<= 128 registers) runs two blocks per SM
-  // where three stages each fit in half the SM's shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per
-  // block); otherwise, and for FFMA, one block with up to four stages.
+  // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). The TF32
+  // kernel (<= 128 registers) runs two blocks per SM where three stages each fit in half the SM's shared memory
+  // (per SM: the opt-in limit + 1 KB, less 1 KB per block); otherwise, and for FFMA, one block with up to four
+  // stages. TF32 needs three (it rounds the window of the stage after the one it multiplies).
   const int limit = smem_optin_bytes();
+  static const bool cc8 = env_equals("CONVKIT_DENSE_F32_CC", "8");
   for (const int cc : {16, 8}) {
+    if (cc8 && cc == 16) continue;
     q.cc = cc;
     q.a_floats = kBM * cc * q.k;
     q.slot_floats = q.a_floats + cc * q.xp;
     q.ns = std::min(4, limit / (q.slot_floats * 4));
     if (q.ns >= 3) break;
   }
-  if (q.ns < 2) return false;
+  if (q.ns < (tf32 ? 3 : 2)) return false;
   const int slot_bytes = q.slot_floats * 4;
   if (tf32 && 2 * (3 * slot_bytes + 2048) <= limit + 1024) {
     q.blocks_per_sm = 2;
