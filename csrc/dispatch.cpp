@@ -261,7 +261,7 @@ Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool
   }
   if (conv1d_fwd_dense_f32_supports(p)) {
     if (allow_tf32())
-      return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32", false, &conv1d_fwd_dense_f32_workspace_bytes};
+      return {&launch_conv1d_fwd_dense_tf32, what + "_dense_tf32", false, &conv1d_fwd_dense_tf32_workspace_bytes};
     return {&launch_conv1d_fwd_dense_f32, what + "_dense_f32", false, &conv1d_fwd_dense_f32_workspace_bytes};
   }
   return {nullptr, ""};

@@ -239,8 +239,12 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     }
     cp_async_commit();
   }
-  if constexpr (kTF32) {  // stage 0 rounded before the loop (which rounds stage gs + 1 while it multiplies stage gs)
-    if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
+  // TF32 rounds each stage's window before its multiplication. With four stages the loop rounds stage gs + 1 while
+  // it multiplies stage gs (stage 0 here), so a copy still has two iterations to land; with three that would leave
+  // it one, so the loop rounds stage gs itself, between two barriers.
+  const bool round_ahead = kTF32 && q.ns == 4;
+  if (round_ahead) {
+    cp_async_wait<2>();
     __syncthreads();
     if (total > 0) round_window(0);
   }
@@ -248,14 +252,10 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
 
 #pragma unroll 1
   for (int64_t gs = 0; gs < total; ++gs) {
-    // FFMA: ns - 2 groups may stay pending (stage gs has landed); TF32 (ns >= 3): ns - 3, so that stage gs + 1 has
-    // landed too, for its rounding. The barrier makes the stages every thread's, and says that every thread is done
-    // with stage gs - 1, whose slot the next load refills (and, TF32, with rounding stage gs).
-    if constexpr (kTF32) {
-      if (q.ns == 3) cp_async_wait<0>(); else cp_async_wait<1>();
-    } else {
-      if (q.ns == 2) cp_async_wait<0>(); else if (q.ns == 3) cp_async_wait<1>(); else cp_async_wait<2>();
-    }
+    // ns - 2 groups may stay pending: stage gs has landed (round_ahead: ns - 3, stage gs + 1 too, for its
+    // rounding). The barrier makes the stages every thread's, and says that every thread is done with stage gs - 1,
+    // whose slot the next load refills (round_ahead: and done rounding stage gs).
+    if (round_ahead || q.ns == 3) cp_async_wait<1>(); else if (q.ns == 2) cp_async_wait<0>(); else cp_async_wait<2>();
     __syncthreads();
     if (gs + q.ns - 1 < total) {
       load(static_cast<int>((gs + q.ns - 1) % q.ns));
@@ -263,7 +263,12 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
     }
     cp_async_commit();
     if constexpr (kTF32) {
-      if (gs + 1 < total) round_window(gs + 1);
+      if (round_ahead) {
+        if (gs + 1 < total) round_window(gs + 1);
+      } else {
+        round_window(gs);
+        __syncthreads();
+      }
     }
 
     const float* As = smem_f + (gs % q.ns) * q.slot_floats;
@@ -431,17 +436,26 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   // stages. TF32 needs three (it rounds the window of the stage after the one it multiplies).
   const int limit = smem_optin_bytes();
   static const bool cc8 = env_equals("CONVKIT_DENSE_F32_CC", "8");
-  for (const int cc : {16, 8}) {
-    if (cc8 && cc == 16) continue;
+  const auto set_cc = [&](int cc) {
     q.cc = cc;
     q.a_floats = kBM * cc * q.k;
     q.slot_floats = q.a_floats + cc * q.xp;
     q.ns = std::min(4, limit / (q.slot_floats * 4));
-    if (q.ns >= 3) break;
+  };
+  const auto two_blocks = [&]() { return 2 * (3 * q.slot_floats * 4 + 2048) <= limit + 1024; };
+  set_cc(cc8 ? 8 : 16);
+  if (q.ns < 3) set_cc(8);
+  // TF32 is latency-bound at one block of 8 warps per SM: 8-channel stages where only they allow two (H100, kernel
+  // with copies: kb76 17.7 -> 13.6 ms, w2v_k3s2 11.4 -> 9.6, grouped_g8 1.37 -> 1.01), while FFMA keeps 16 (one
+  // block either way, its barriers per stage halved).
+  if (tf32 && q.cc == 16 && !two_blocks()) {
+    const WindowPlan wide = q;
+    set_cc(8);
+    if (!two_blocks()) q = wide;
   }
   if (q.ns < (tf32 ? 3 : 2)) return false;
   const int slot_bytes = q.slot_floats * 4;
-  if (tf32 && 2 * (3 * slot_bytes + 2048) <= limit + 1024) {
+  if (tf32 && two_blocks()) {
     q.blocks_per_sm = 2;
     q.ns = 3;
   } else {
@@ -486,8 +500,13 @@ cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
 }  // namespace
 
 int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p) {
-  WindowPlan q;  // (the packed weights' size does not depend on TF32)
+  WindowPlan q;
   if (!make_plan(p, false, q)) return 0;
+  return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
+}
+int64_t conv1d_fwd_dense_tf32_workspace_bytes(const Conv1dParams& p) {
+  WindowPlan q;
+  if (!make_plan(p, true, q)) return 0;
   return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
 }
 

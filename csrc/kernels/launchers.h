@@ -83,9 +83,10 @@ cudaError_t launch_conv1d_bwd_input_dense_tma(const Conv1dParams& p, cudaStream_
 
 // Dense/grouped forward for fp32 (kernels/conv1d_fwd_dense_f32.cu): an implicit GEMM on a staged x window, IEEE
 // FFMA or TF32 tensor cores (dispatch.cpp follows torch's cuDNN TF32 flag); also grad-input's phases. p.workspace:
-// workspace_bytes(p) for the packed weights (0: the shape runs the im2col kernel below, which needs none).
+// (tf32_)workspace_bytes(p) for the packed weights (0: the shape runs the im2col kernel below, which needs none).
 bool conv1d_fwd_dense_f32_supports(const Conv1dParams& p);
 int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p);
+int64_t conv1d_fwd_dense_tf32_workspace_bytes(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream);
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
 // ... the im2col-gather forward (kernels/conv1d_dense_f32.cu) it falls back to
