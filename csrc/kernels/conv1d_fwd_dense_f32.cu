@@ -365,6 +365,13 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
         return;
       }
       if (cur.mt * kBM + row >= q.cout_g) return;
+      // rows of odd length (kb67: Lout 131070) start 8-byte aligned every other row: vectors where they can
+      const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
+      if (p.y_stride_l == 1 && cur.j0 + col + n <= p.out_length && (a & (4 * n - 1)) == 0) {
+        if (n == 4) *reinterpret_cast<float4*>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+        else *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
+        return;
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (e < n && cur.j0 + col + e < p.out_length) dst[e * p.y_stride_l] = o[e];
