@@ -1,6 +1,6 @@
 # Experiments of the TMA-fed forward (csrc/kernels/conv1d_fwd_dense_tma.cu) with ci/dense_mma_check.cu --tma,
 # one build per macro setting. Run from the repository root on the GPU machine:
-#   VARIANTS="-DCONVKIT_TMA_SW32=0;-DCONVKIT_TMA_PINGPONG=1;-DCONVKIT_TMA_CLUSTER=2" \
+#   VARIANTS="-DCONVKIT_TMA_SW32=0;-DCONVKIT_TMA_PINGPONG=1;-DCONVKIT_TMA_EXPERIMENT=5" \
 #     ONLY="w2v_k3s2 tcn kb67" bash ci/tma_experiment.sh          (variants separated by ';')
 # Per variant and per tile shape in SHAPES (CONVKIT_TMA_SHAPE values, space-separated; "-" = the kernel's own
 # table, the default): every small case (--quick: correctness), then the timed cases named in ONLY.

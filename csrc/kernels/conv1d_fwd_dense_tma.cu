@@ -18,8 +18,9 @@
 // 2.17 -> 1.96 ms, tcn 0.379 -> 0.344, kb67 1.42 -> 1.27, kb76 3.91 -> 3.66. What bounds it now is the copies: with
 // the wgmma calls and the epilogue left out (CONVKIT_TMA_EXPERIMENT=5) w2v still takes 1.33 ms and tcn 0.198 of their
 // 1.99 / 0.351, at ~15 bytes per clock per SM with L2 29 % and DRAM 22 % busy; the epilogue adds 0.34 / 0.09 (it does
-// not overlap the copies), the wgmma calls the rest. The cluster experiment (CONVKIT_TMA_CLUSTER) multicasts the
-// weights or x between two CTAs to cut each SM's copy bytes; not yet run.
+// not overlap the copies), the wgmma calls the rest. Session 25 timed two-CTA clusters multicasting the weights or x
+// on an H100 (CONVKIT_TMA_CLUSTER): slower (copies only, w2v_k3s2 1.30 -> 1.42 ms) and wrong results, so that
+// experiment is removed; details in benchmarks/NOTES.md.
 // A (B, C, L) x is first copied into channels-last memory by the launcher (x_to_channels_last_kernel, session 17)
 // where the work per x element is high enough for that to pay (copy_pays below).
 //
@@ -127,26 +128,6 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 #ifndef CONVKIT_TMA_PINGPONG
 #define CONVKIT_TMA_PINGPONG 0
 #endif
-// Experiment: 2 launches the kernel in clusters of two CTAs that take neighbouring position tiles (2 jp, 2 jp + 1) of
-// the same (batch, group, m tile) in the same stage order, and each CTA copies half of every stage's weights into
-// both CTAs' slots (cp.async.bulk .multicast::cluster): the weights, 84 % of a tcn stage's bytes and 42 % of
-// w2v's, pass each SM's copy engine half as often (session 24: the copies bound this kernel). A slot is refilled
-// once both CTAs' consumers have released it (their "empty" arrivals go to both CTAs' barriers). 0: no clusters.
-// Not in the package: ci/tma_experiment.sh builds it.
-#ifndef CONVKIT_TMA_CLUSTER
-#define CONVKIT_TMA_CLUSTER 0
-#endif
-static_assert(CONVKIT_TMA_CLUSTER == 0 || CONVKIT_TMA_CLUSTER == 2, "clusters of two CTAs only");
-// With CONVKIT_TMA_CLUSTER: 0 pairs neighbouring position tiles and multicasts the weights (above); 1 pairs
-// neighbouring m tiles (mt = 2 mp + crank) of the same (batch, position tile, group), which read the same x window,
-// and multicasts x instead: each CTA issues every other box of the window into both CTAs (w2v: x is 58 % of a stage,
-// its four m tiles share one window). An odd m-tile count leaves a phantom second tile (weights of the last m tile,
-// no stores).
-#ifndef CONVKIT_TMA_CLUSTER_AXIS
-#define CONVKIT_TMA_CLUSTER_AXIS 0
-#endif
-// (The launcher sets the cluster shape at launch, cudaLaunchKernelEx: __cluster_dims__ does not compile for the
-// package's sm_80 pass.)
 
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
@@ -159,9 +140,6 @@ constexpr bool kExpNoEpilogue = (CONVKIT_TMA_EXPERIMENT & 1) != 0;
 constexpr bool kExpNoFeed = (CONVKIT_TMA_EXPERIMENT & 2) != 0;
 constexpr bool kExpNoWgmma = (CONVKIT_TMA_EXPERIMENT & 4) != 0;
 
-static_assert(!CONVKIT_TMA_CLUSTER || (CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && CONVKIT_TMA_BANDED_EPILOGUE &&
-                                       !CONVKIT_TMA_DIRECT_EPILOGUE && !kExpNoFeed),
-              "the cluster experiment needs the producer warp and the banded epilogue, without ping-pong");
 static_assert(!CONVKIT_TMA_PINGPONG || (CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_BANDED_EPILOGUE &&
                                         !CONVKIT_TMA_DIRECT_EPILOGUE),
               "the ping-pong consumers need the producer warp and the banded epilogue");
@@ -282,52 +260,6 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
   }
 }
 
-#if CONVKIT_TMA_CLUSTER
-// Cluster helpers of the CONVKIT_TMA_CLUSTER experiment (sm_90a).
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// One arrival on the mbarrier at CTA-relative address bar in this CTA and in CTA `peer` of the cluster.
-__device__ __forceinline__ void mbar_arrive_both(uint32_t bar, uint32_t peer) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// Waits for the phase of `parity` of a barrier that other CTAs of the cluster arrive on.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
-      "@!P1 bra LAB_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// A bulk copy global -> shared landing at the same CTA-relative address dst in every CTA of `mask`, completing its
-// bytes on the mbarrier at the same address bar in each.
-__device__ __forceinline__ void bulk_copy_g2s_multicast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
-                                                        uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"(mask)
-      : "memory");
-}
-#endif
-
-#if CONVKIT_TMA_CLUSTER
-// One box of the 5-D tensor map into the same CTA-relative address dst of every CTA in mask, its bytes completing on
-// the mbarrier at the same address bar in each.
-__device__ __forceinline__ void load_5d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
-                                                  int c4, uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%2, %3, %4, %5, %6}], [%7], %8;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar), "h"(mask)
-      : "memory");
-}
-#endif
-
 // The window row of output 0 for tap k (any tile: the window starts at the tile's first position exactly).
 __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   if (q.nseg > 1) return k * q.wq;
@@ -352,86 +284,27 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const uint32_t bar0 = base + q.bar_off;
   const uint32_t order0 = bar0 + 16 * kMaxSlots;  // ping-pong: warpgroup w may start its next main loop at order0 + 8 w
   const int nch = static_cast<int>(q.chunks);
-#if CONVKIT_TMA_CLUSTER
-  // the cluster's pairs of tiles: pair cid, cid + nclusters, ... of ((up * groups + g) * m_tiles + mt); this CTA's
-  // tile is u = 2 up + crank of the flattened position tiles u = b * j_tiles + jt, same (g, mt) as its peer's (for
-  // an odd batch * j_tiles the last pair's second tile is past the end: copies read zeros, the epilogue stores none)
-  const int crank = blockIdx.x & 1, cid = blockIdx.x >> 1, nclusters = gridDim.x >> 1;
-  const int64_t upairs = (p.batch * q.j_tiles + 1) >> 1, mpairs = (q.m_tiles + 1) >> 1;
-  const int64_t npairs = CONVKIT_TMA_CLUSTER_AXIS ? p.batch * q.j_tiles * p.groups * mpairs : upairs * p.groups * q.m_tiles;
-  const int64_t my_tiles = npairs > cid ? (npairs - 1 - cid) / nclusters + 1 : 0;
-#else
   const int64_t my_tiles = block_tiles(q.num_tiles);
-#endif
   const int64_t total = my_tiles * nch;  // stages this block consumes
   const int64_t S = q.s, D = q.d, P = p.pad_left;
 
   // the coordinates of this block's tile ti
   auto tile_of = [&](int64_t ti, int64_t& b, int64_t& g, int64_t& jt, int64_t& mt) {
-#if CONVKIT_TMA_CLUSTER
-    int64_t up, rest;
-    if (CONVKIT_TMA_CLUSTER_AXIS) {  // pair (b, jt, g, mp): mt = 2 mp + crank (m_tiles for the phantom: no stores)
-      int64_t mp;
-      divmod(cid + ti * nclusters, mpairs, rest, mp);
-      divmod(rest, p.groups, rest, g);
-      divmod(rest, q.j_tiles, b, jt);
-      mt = 2 * mp + crank;
-      return;
-    }
-    divmod(cid + ti * nclusters, q.m_tiles, rest, mt);
-    divmod(rest, p.groups, up, g);
-    const int64_t u = 2 * up + crank;
-    if (u < p.batch * q.j_tiles) {
-      divmod(u, q.j_tiles, b, jt);
-    } else {  // the phantom tile: positions past the end of the last batch row
-      b = p.batch - 1;
-      jt = q.j_tiles;
-    }
-#else
     tma::tile_coords(blockIdx.x + ti * static_cast<int64_t>(gridDim.x), q.m_tiles, p.groups, q.j_tiles, b, g, jt, mt);
-#endif
   };
 
   // Stage sidx of this block (tile sidx / nch of the block, chunk sidx % nch) into its ring slot: one bulk copy
   // of the packed weights, one TMA load per (channel group, segment, phase, piece). Thread 0 only.
   auto issue = [&](int64_t sidx) {
-#if CONVKIT_TMA_CLUSTER
-    Stage st;  // (stage_of's tile order is not the cluster's)
-    tile_of(sidx / nch, st.b, st.g, st.jt, st.mt);
-    stage_slot(st, q, sidx, base, bar0);
-    if (CONVKIT_TMA_CLUSTER_AXIS) {  // its own weights (the last m tile's for a phantom), x by halves below
-      mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
-      const int64_t mt_w = st.mt < q.m_tiles ? st.mt : q.m_tiles - 1;
-      const int64_t blk = (st.g * q.m_tiles + mt_w) * q.chunks + st.chunk;
-      bulk_copy_g2s(st.a_dst, wpack + blk * (q.a_bytes / 2), static_cast<uint32_t>(q.a_bytes), st.bar);
-    } else {  // all of the stage's bytes land on this CTA's barrier: its own x, its half of the weights and the peer's
-      mbar_arrive_expect_tx(st.bar, static_cast<uint32_t>(q.a_bytes + q.x_bytes));
-      const int64_t blk = (st.g * q.m_tiles + st.mt) * q.chunks + st.chunk;
-      const uint32_t half = static_cast<uint32_t>(q.a_bytes) / 2;
-      bulk_copy_g2s_multicast(st.a_dst + crank * half, wpack + blk * (q.a_bytes / 2) + crank * (half / 2), half, st.bar,
-                              uint16_t{3});
-    }
-#else
     const Stage st = stage_of(q, p.groups, sidx, base, bar0);
-#endif
     const int64_t b = st.b, g = st.g, jt = st.jt;
     const int chunk = st.chunk;
     const uint32_t bar = st.bar, x_dst = st.x_dst;
-    if (!CONVKIT_TMA_CLUSTER)
-      issue_weights(q, st, wpack, CONVKIT_TMA_X_CPASYNC ? 0u : static_cast<uint32_t>(q.x_bytes));
+    issue_weights(q, st, wpack, CONVKIT_TMA_X_CPASYNC ? 0u : static_cast<uint32_t>(q.x_bytes));
     if (CONVKIT_TMA_X_CPASYNC) return;
     const int64_t start0 = jt * q.bn * S - P;
     const int cg_base = chunk * (q.cc / 8);
-    int box = 0;  // CONVKIT_TMA_CLUSTER_AXIS 1: box n of the window is issued by CTA n % 2 into both CTAs
     auto load_box = [&](uint32_t dst, int c1, int64_t pos) {
-#if CONVKIT_TMA_CLUSTER
-      if (CONVKIT_TMA_CLUSTER_AXIS) {
-        if ((box++ & 1) == crank)
-          load_5d_multicast(dst, &xmap, 0, c1, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar,
-                            uint16_t{3});
-        return;
-      }
-#endif
       load_5d(dst, &xmap, 0, c1, static_cast<int>(g), static_cast<int>(pos), static_cast<int>(b), bar);
     };
     if (kXSwizzled) {  // kXRowCh-channel sets: box rows of kXRow bytes
@@ -502,28 +375,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       mbar_init(order0, 1);
       mbar_init(order0 + 8, 1);
     }
-    // "empty": one arrival per consumer warpgroup (ping-pong: per stage's warpgroup; cluster: of both CTAs)
-    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots,
-              CONVKIT_TMA_PINGPONG ? 1 : CONVKIT_TMA_CLUSTER ? 4 : 2);
+    // "empty": one arrival per consumer warpgroup (ping-pong: per stage's warpgroup)
+    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, CONVKIT_TMA_PINGPONG ? 1 : 2);
   }
   __syncthreads();
-#if CONVKIT_TMA_CLUSTER
-  cluster_sync_all();  // the peer's barriers exist before any multicast or remote arrival reaches them
-#endif
   if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
-#if CONVKIT_TMA_CLUSTER
-      if (lane == 0)
-        for (int64_t i = 0; i < total; ++i) {  // produce_stages, waiting for both CTAs' releases
-          const int slot = static_cast<int>(i % q.ns);
-          if (i >= q.ns) mbar_wait_cluster(bar0 + 8u * (kMaxSlots + slot), static_cast<uint32_t>((i / q.ns - 1) & 1));
-          issue(i);
-        }
-      __syncwarp();
-      cluster_sync_all();  // neither CTA leaves while the other may still copy into it or arrive on its barriers
-#else
       if (lane == 0) produce_stages(kExpNoFeed ? (total < q.ns ? total : q.ns) : total, q.ns, bar0, kMaxSlots, issue);
-#endif
       return;
     }
   } else if (tid == 0) {
@@ -563,11 +421,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int i = 0; i < 64; ++i) acc[mb][nb][i] = 0.f;
     for (int c = 0; c < nch; ++c, ++s) {
       const int slot = static_cast<int>(s % q.ns);
-#if CONVKIT_TMA_CLUSTER  // (half of the bytes come from the peer's multicast: cluster-scope acquire)
-      mbar_wait_cluster(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
-#else
       if (!kExpNoFeed || s < q.ns) mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
-#endif
       if (CONVKIT_TMA_X_CPASYNC) wg::fence_proxy_async();  // other threads' cp.async writes, read by wgmma
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb)
@@ -600,12 +454,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (CONVKIT_TMA_PINGPONG) {  // this warpgroup's previous stage of the tile
         if (c >= 1 && (tid & 127) == 0) mbar_arrive(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)));
       } else if (CONVKIT_TMA_PRODUCER_WARP) {
-#if CONVKIT_TMA_CLUSTER
-        if (s >= 1 && (tid & 127) == 0)
-          mbar_arrive_both(bar0 + 8u * (kMaxSlots + static_cast<int>((s - 1) % q.ns)), static_cast<uint32_t>(crank ^ 1));
-#else
         release_previous_slot(bar0, kMaxSlots, s, q.ns, tid);
-#endif
       } else {
         __syncthreads();  // ... and the other warpgroup's: slot (s - 1) % NS is free
         if (tid == 0 && s >= 1 && s - 1 + q.ns < total) issue(s - 1 + q.ns);
@@ -681,9 +530,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();
     }
   }
-#if CONVKIT_TMA_CLUSTER
-  cluster_sync_all();
-#endif
 #endif
 }
 
@@ -1028,34 +874,9 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const 
   auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
   if (err != cudaSuccess) return err;
-#if CONVKIT_TMA_CLUSTER
-  // pairs of CTAs over pairs of position tiles (the kernel's tile_of), at most one CTA per SM
-  const int64_t npairs = CONVKIT_TMA_CLUSTER_AXIS ? p.batch * q.j_tiles * p.groups * ((q.m_tiles + 1) / 2)
-                                                : (p.batch * q.j_tiles + 1) / 2 * p.groups * q.m_tiles;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 2;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(kBlockThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(q.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int resident = 0;  // clusters that fit at once (a GPC's odd SM stays idle), at most one per pair of SMs
-  cfg.gridDim = dim3(2);
-  if (cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg) != cudaSuccess || resident < 1) {
-    cudaGetLastError();
-    resident = std::max(1, p.num_sms / 2);
-  }
-  cfg.gridDim = dim3(2u * static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(npairs, resident))));
-  return cudaLaunchKernelEx(&cfg, kernel, map, p, q, static_cast<const unsigned short*>(wpack));
-#else
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
   kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
   return cudaGetLastError();
-#endif
 }
 
 template <typename T, int XR>
