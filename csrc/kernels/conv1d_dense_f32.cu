@@ -25,9 +25,11 @@
 #include "activation.cuh"
 #include "common.cuh"
 #include "launchers.h"
+#include "mma_common.cuh"
 
 namespace convkit {
 namespace {
+using namespace tc;
 
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128, kBK = 16;
@@ -42,20 +44,6 @@ struct F32Plan {
   int64_t cin_g, cout_g, red;  // red = cin_g * K
   int64_t m_tiles, j_tiles, num_tiles, stages;
 };
-
-__device__ __forceinline__ float to_tf32(float v) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
-  return __uint_as_float(r);
-}
-
-__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // acc += As^T Bs for one stage (As[kBK][kPitch] over rows m, Bs[kBK][kPitch] over columns n).
 // IEEE: thread (tm, tn) = (tid % 16, tid / 16) owns rows {tm*4.., 64 + tm*4..} x columns {tn*4.., 64 + tn*4..},
@@ -86,7 +74,7 @@ __device__ __forceinline__ void multiply_stage(const float* As, const float* Bs,
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], af[i], bf[jn][0], bf[jn][1]);
+        for (int jn = 0; jn < 4; ++jn) mma1688_tf32(&acc[(i * 4 + jn) * 4], af[i][0], af[i][1], af[i][2], af[i][3], bf[jn][0], bf[jn][1]);
     }
   } else {
     const int tm = tid & 15, tn = tid >> 4;

@@ -29,9 +29,11 @@
 #include "common.cuh"
 #include "index_math.h"
 #include "launchers.h"
+#include "mma_common.cuh"
 
 namespace convkit {
 namespace {
+using namespace tc;
 
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128;
@@ -51,21 +53,6 @@ struct WindowPlan {
   int y_vec;       // 1: y rows of unit stride starting on 16-byte boundaries: vector stores for whole tiles
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
-
-__device__ __forceinline__ uint32_t tf32_bits(float v) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
-  return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float* c, const float4& a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.y)), "r"(__float_as_uint(a.z)), "r"(__float_as_uint(a.w)),
-        "r"(b0), "r"(b1));
-}
 
 // packed[((g * m_tiles + mt) * chunks + ch) * a_floats + e]: stage (g, mt, ch)'s weights in the order the kernel
 // reads them. TF32: e = (((k * CC/8 + s8) * 8 + i) * 32 + lane) * 4 + f is fragment register f of lane `lane` for
@@ -296,7 +283,8 @@ __global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
 #pragma unroll
           for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int jn = 0; jn < 4; ++jn) mma_tf32(&acc[(i * 4 + jn) * 4], a[i], b0[jn], b1[jn]);
+            for (int jn = 0; jn < 4; ++jn) mma1688_tf32(&acc[(i * 4 + jn) * 4], __float_as_uint(a[i].x), __float_as_uint(a[i].y),
+                                                  __float_as_uint(a[i].z), __float_as_uint(a[i].w), b0[jn], b1[jn]);
         }
       }
     } else {

@@ -1,6 +1,7 @@
 // Tensor-core building blocks shared by the dense kernels (conv1d_fwd_dense_mma.cu,
-// conv1d_bwd_weight_dense_mma.cu): inline PTX for ldmatrix / mma.sync (sm_80+), 16-byte loads and
-// the 16-bit conversions. CUDA headers only.
+// conv1d_bwd_weight_dense_mma.cu; the fp32 ones, conv1d_fwd_dense_f32.cu and conv1d_dense_f32.cu: the TF32 mma and
+// conversion): inline PTX for ldmatrix / mma.sync (sm_80+), 16-byte loads and the 16-bit conversions.
+// CUDA headers only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,6 +42,22 @@ __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+// fp32 -> TF32 (cvt.rna: to nearest, ties away from zero), as bits / as a float.
+__device__ __forceinline__ uint32_t tf32_bits(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float to_tf32(float v) { return __uint_as_float(tf32_bits(v)); }
+// c += a * b, m16n8k8, TF32 operands (a: 4 registers, b: 2), fp32 accumulators.
+__device__ __forceinline__ void mma1688_tf32(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                             uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ void sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d));
