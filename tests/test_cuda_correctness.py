@@ -1563,6 +1563,47 @@ def test_f32_grad_weight_dense_like():
                      CONVKIT_F32_WGRAD_DENSE_LIKE=None, CONVKIT_POISON_OUTPUTS="1")
 
 
+# The fp32 forward's switches: CONVKIT_DENSE_F32_WINDOW=0 puts every call on the im2col kernel, CONVKIT_DENSE_F32_CC=8
+# gives the window kernel 8-channel stages everywhere; either way forward and grad-input (its phases run the same
+# kernel) match float64 torch, TF32 and IEEE, poisoned outputs.
+F32_SWITCH_SCRIPT = r"""
+import os, sys, torch, convkit
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close, TF32_REL_TOL
+torch.manual_seed(0)
+window = os.environ.get("CONVKIT_DENSE_F32_WINDOW") != "0"
+for tf32 in (False, True):
+    torch.backends.cudnn.allow_tf32 = tf32
+    for B, Cin, Cout, K, L, S, P, D, G in ((2, 64, 128, 3, 1000, 1, 1, 1, 1), (2, 48, 96, 3, 1001, 2, 1, 1, 1),
+                                            (1, 32, 80, 5, 777, 1, 4, 2, 2)):
+        x = torch.randn(B, Cin, L, device="cuda").requires_grad_()
+        w = torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5
+        b = torch.randn(Cout, device="cuda")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        win = [n for n in names if "conv1d_fwd_dense_f32_window_kernel" in n]
+        assert bool(win) == window and any("conv1d_fwd_dense_f32_kernel" in n for n in names) != window, names
+        if window and os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
+            assert all(", 8>" in n for n in win), win
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        y_ref, dx_ref = reference(x.detach(), w, b, dy, S, P, P, D, G)[:2]
+        tol = TF32_REL_TOL if tf32 else None
+        assert_close(y, y_ref, torch.float32, f"forward {tf32} {(Cin, Cout, K, S, G)}", tol)
+        assert_close(x.grad, dx_ref, torch.float32, f"grad_input {tf32} {(Cin, Cout, K, S, G)}", tol)
+print("f32 switch cases passed")
+"""
+
+
+@pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8")],
+                         ids=["im2col", "cc8"])
+def test_dense_f32_forward_switches(env):
+    run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
+
+
 def _round_to_tf32(t):
     """fp32 -> the nearest TF32 value (10 mantissa bits, ties away from zero), as cvt.rna.tf32.f32."""
     bits = t.contiguous().view(torch.int32)
