@@ -17,8 +17,8 @@
 // bytes), NS stages in flight; the stage sequence runs across the block's tiles (persistent blocks), so the next
 // tile's first stages load while this tile finishes. The epilogue writes y from the accumulators (bias,
 // activation; 8- or 16-byte stores where y's rows allow), with no shared memory, for the same reason.
-// TF32 rounds x with cvt.rna as the fragments are read, so the result is the fp32-accumulated product of
-// TF32-rounded inputs, as cuDNN's TF32 convolutions compute it; dispatch.cpp picks TF32 only where
+// TF32 rounds each x window element once in shared memory (round_tf32: cvt.rna's rounding; the pack rounds the
+// weights), so the result is the fp32-accumulated product of TF32-rounded inputs, as cuDNN's TF32 convolutions compute it; dispatch.cpp picks TF32 only where
 // torch.backends.cudnn.allow_tf32 is True.
 // Shapes outside the plan (K > 16, stages that do not fit in shared memory) keep the im2col kernel of
 // conv1d_dense_f32.cu (conv1d_fwd_dense_f32_im2col).
@@ -38,6 +38,7 @@ using namespace tc;
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128;
 constexpr int kMaxK = 16;
+constexpr int kStaticSmem = kMaxK * 4;  // tap_off: the dynamic shared memory is at most the opt-in limit less this
 
 struct WindowPlan {
   int cc, k, s, d;
@@ -428,14 +429,14 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). The TF32
   // kernel (<= 128 registers) runs two blocks per SM where three stages each fit in half the SM's shared memory
   // (per SM: the opt-in limit + 1 KB, less 1 KB per block); otherwise, and for FFMA, one block with up to four
-  // stages. TF32 needs three (it rounds the window of the stage after the one it multiplies).
+  // stages. TF32 needs three (it rounds a stage's window after it lands, before its multiplication).
   const int limit = smem_optin_bytes();
   static const bool cc8 = env_equals("CONVKIT_DENSE_F32_CC", "8");
   const auto set_cc = [&](int cc) {
     q.cc = cc;
     q.a_floats = kBM * cc * q.k;
     q.slot_floats = q.a_floats + cc * q.xp;
-    q.ns = std::min(4, limit / (q.slot_floats * 4));
+    q.ns = std::min(4, (limit - kStaticSmem) / (q.slot_floats * 4));
   };
   const auto two_blocks = [&]() { return 2 * (3 * q.slot_floats * 4 + 2048) <= limit + 1024; };
   set_cc(cc8 ? 8 : 16);
@@ -467,7 +468,10 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
 template <bool kTF32, int CC>
 cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
   auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  // The attribute belongs to the kernel, not to a launch: the same maximum for every plan, so that host threads
+  // launching different shapes at once never lower it under each other's launches.
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin_bytes() - kStaticSmem);
   if (err != cudaSuccess) return err;
   kernel<<<grid_for(q.num_tiles, p.num_sms, q.blocks_per_sm), kThreads, q.smem_bytes, stream>>>(p, q, wpack);
   return cudaGetLastError();
@@ -496,12 +500,12 @@ cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
 
 int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p) {
   WindowPlan q;
-  if (!make_plan(p, false, q)) return 0;
+  if (!window_enabled() || !make_plan(p, false, q)) return 0;
   return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
 }
 int64_t conv1d_fwd_dense_tf32_workspace_bytes(const Conv1dParams& p) {
   WindowPlan q;
-  if (!make_plan(p, true, q)) return 0;
+  if (!window_enabled() || !make_plan(p, true, q)) return 0;
   return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
 }
 
