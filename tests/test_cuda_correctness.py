@@ -1564,10 +1564,11 @@ def test_f32_grad_weight_dense_like():
 
 
 # The fp32 forward's switches: CONVKIT_DENSE_F32_WINDOW=0 puts every call on the im2col kernel, CONVKIT_DENSE_F32_CC=8
-# gives the window kernel 8-channel stages everywhere; either way forward and grad-input (its phases run the same
+# gives the window kernel 8-channel stages everywhere, CONVKIT_DENSE_F32_FFMA_2BLOCKS=1 runs IEEE at two blocks per SM;
+# either way forward and grad-input (its phases run the same
 # kernel) match float64 torch, TF32 and IEEE, poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
-import os, sys, torch, convkit
+import os, re, sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close, TF32_REL_TOL
@@ -1586,8 +1587,13 @@ for tf32 in (False, True):
         names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         win = [n for n in names if "conv1d_fwd_dense_f32_window_kernel" in n]
         assert bool(win) == window and any("conv1d_fwd_dense_f32_kernel" in n for n in names) != window, names
-        if window and os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
-            assert all(", 8>" in n for n in win), win
+        # the window kernel's template arguments <TF32, channels per stage, blocks per SM> (a bool may print as 0 / 1)
+        args = [re.search(r"window_kernel<(true|false|1|0), ?(8|16), ?(1|2)>", n).groups() for n in win]
+        args = [(a[0] in ("true", "1"), a[1], a[2]) for a in args]
+        if os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
+            assert all(a[1] == "8" for a in args), win
+        if os.environ.get("CONVKIT_DENSE_F32_FFMA_2BLOCKS") == "1" and not tf32 and (K, S) == (3, 1):
+            assert all(a == (False, "16", "2") for a in args), win  # three 33 KB stages fit twice per SM
         dy = torch.randn_like(y)
         y.backward(dy)
         y_ref, dx_ref = reference(x.detach(), w, b, dy, S, P, P, D, G)[:2]
@@ -1598,8 +1604,8 @@ print("f32 switch cases passed")
 """
 
 
-@pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8")],
-                         ids=["im2col", "cc8"])
+@pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
+                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="1")], ids=["im2col", "cc8", "ffma_2blocks"])
 def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

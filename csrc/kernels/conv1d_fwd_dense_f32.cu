@@ -120,8 +120,10 @@ __device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPl
   return static_cast<int>(o < 0 ? o + 4 : o);
 }
 
-template <bool kTF32, int CC>
-__global__ void __launch_bounds__(kThreads, kTF32 ? 2 : 1)
+// kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 1, 168 registers, or 2 in
+// the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment, with a few bytes of spills).
+template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
+__global__ void __launch_bounds__(kThreads, kBlocks)
     conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
   extern __shared__ __align__(16) float smem_f[];
   __shared__ int tap_off[kMaxK];
@@ -429,9 +431,11 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). The TF32
   // kernel (<= 128 registers) runs two blocks per SM where three stages each fit in half the SM's shared memory
   // (per SM: the opt-in limit + 1 KB, less 1 KB per block); otherwise, and for FFMA, one block with up to four
-  // stages. TF32 needs three (it rounds a stage's window after it lands, before its multiplication).
+  // stages (CONVKIT_DENSE_F32_FFMA_2BLOCKS=1, an experiment not yet timed: FFMA like TF32, at 128 registers). TF32
+  // needs three (it rounds a stage's window after it lands, before its multiplication).
   const int limit = smem_optin_bytes();
   static const bool cc8 = env_equals("CONVKIT_DENSE_F32_CC", "8");
+  static const bool ffma2 = env_equals("CONVKIT_DENSE_F32_FFMA_2BLOCKS", "1");
   const auto set_cc = [&](int cc) {
     q.cc = cc;
     q.a_floats = kBM * cc * q.k;
@@ -451,7 +455,7 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   }
   if (q.ns < (tf32 ? 3 : 2)) return false;
   const int slot_bytes = q.slot_floats * 4;
-  if (tf32 && two_blocks()) {
+  if ((tf32 || ffma2) && two_blocks()) {
     q.blocks_per_sm = 2;
     q.ns = 3;
   } else {
@@ -465,9 +469,9 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   return true;
 }
 
-template <bool kTF32, int CC>
+template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
 cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
-  auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC>;
+  auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC, kBlocks>;
   // The attribute belongs to the kernel, not to a launch: the same maximum for every plan, so that host threads
   // launching different shapes at once never lower it under each other's launches.
   cudaError_t err =
@@ -493,6 +497,8 @@ cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   if (tf32) return q.cc == 16 ? launch_window<true, 16>(p, q, wpack, stream) : launch_window<true, 8>(p, q, wpack, stream);
+  if (q.blocks_per_sm == 2)  // the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment
+    return q.cc == 16 ? launch_window<false, 16, 2>(p, q, wpack, stream) : launch_window<false, 8, 2>(p, q, wpack, stream);
   return q.cc == 16 ? launch_window<false, 16>(p, q, wpack, stream) : launch_window<false, 8>(p, q, wpack, stream);
 }
 
