@@ -211,6 +211,17 @@ struct Choice {
   int64_t (*workspace_bytes)(const Conv1dParams&) = nullptr;
 };
 
+// Launches c on p with the scratch memory c asks for in p.workspace (bytes on the device of `options`), freed
+// once the launch is queued: the allocator orders its reuse on the stream.
+void launch_choice(const Choice& c, Conv1dParams& p, const at::TensorOptions& options) {
+  at::Tensor ws;
+  if (c.workspace_bytes != nullptr) {
+    ws = at::empty({c.workspace_bytes(p)}, options.dtype(at::kByte));
+    p.workspace = ws.data_ptr();
+  }
+  check_launch(c.launch(p, current_stream()), c.name);
+}
+
 // The table entry for p's (K, S, D) with kernels for p's dtype, or nullptr.
 const SpecEntry* find_spec(const char* family, const Conv1dParams& p) {
   for (int i = 0; i < kNumSpecEntries; ++i) {
@@ -719,16 +730,12 @@ at::Tensor conv1d_forward(const at::Tensor& x, const at::Tensor& w, const c10::o
   if (y.numel() == 0) return y;
   set_y(p, y);
   const Choice c = choose_forward(p);
-  at::Tensor wt, ws;  // kept alive until the launch is queued (the allocator orders their reuse on the stream)
+  at::Tensor wt;  // kept alive until the launch is queued (the allocator orders its reuse on the stream)
   if (wants_tap_major_weight(c, p)) {
     wt = tap_major_weight(w);
     set_w(p, wt);
   }
-  if (c.workspace_bytes != nullptr) {
-    ws = at::empty({c.workspace_bytes(p)}, x.options().dtype(at::kByte));
-    p.workspace = ws.data_ptr();
-  }
-  check_launch(c.launch(p, current_stream()), c.name);
+  launch_choice(c, p, x.options());
   return y;
 }
 
@@ -852,9 +859,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     q.gx_stride_b = dx.stride(0);
     q.gx_stride_c = dx.stride(1);
     q.gx_stride_l = dx.stride(2);
-    const at::Tensor ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
-    q.workspace = ws.data_ptr();
-    check_launch(gi.launch(q, current_stream()), gi.name);
+    launch_choice(gi, q, opts);
   } else if (gi.launch != nullptr) {
     // At stride S > 1 each phase would write dx[..., rho::S]: every S-th element, with 2-byte stores,
     // and S kernels each touching every sector of dx. The phases write whole rows of a
@@ -873,12 +878,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_w(q, wt);
       const at::Tensor ubuf = new_output({p.batch, p.stride * p.in_channels, lq}, dx.options());
       set_y(q, ubuf);
-      at::Tensor ws;  // the fp32 forward's packed weights
-      if (gi.workspace_bytes != nullptr) {
-        ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
-        q.workspace = ws.data_ptr();
-      }
-      check_launch(gi.launch(q, current_stream()), gi.name);
+      launch_choice(gi, q, opts);
       phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
     } else {
       const at::Tensor buf = buffered ? new_output({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
@@ -894,12 +894,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
         const at::Tensor wt = transposed_weight(w, groups, ph.taps, tap_major);
         set_w(q, wt);
         set_y(q, dx_phase);
-        at::Tensor ws;  // the TMA forward's packed weights (the allocator orders its reuse on the stream)
-        if (gi.workspace_bytes != nullptr) {
-          ws = at::empty({gi.workspace_bytes(q)}, opts.dtype(at::kByte));
-          q.workspace = ws.data_ptr();
-        }
-        check_launch(gi.launch(q, current_stream()), gi.name);
+        launch_choice(gi, q, opts);
       }
       if (buffered) phases4 = buf.permute({1, 0, 2, 3});
     }
