@@ -18,8 +18,8 @@
 // tile's first stages load while this tile finishes. The epilogue writes y from the accumulators (bias,
 // activation; 8- or 16-byte stores where y's rows allow), with no shared memory, for the same reason.
 // TF32 rounds each x window element once in shared memory (round_tf32: cvt.rna's rounding; the pack rounds the
-// weights), so the result is the fp32-accumulated product of TF32-rounded inputs, as cuDNN's TF32 convolutions compute it; dispatch.cpp picks TF32 only where
-// torch.backends.cudnn.allow_tf32 is True.
+// weights), so the result is the fp32-accumulated product of TF32-rounded inputs, as cuDNN's TF32 convolutions
+// compute it; dispatch.cpp picks TF32 only where torch.backends.cudnn.allow_tf32 is True.
 // Shapes outside the plan (K > 16, stages that do not fit in shared memory) keep the im2col kernel of
 // conv1d_dense_f32.cu (conv1d_fwd_dense_f32_im2col).
 #include <algorithm>
@@ -55,13 +55,18 @@ struct WindowPlan {
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
 };
 
+// Floats of the packed weights: every stage's image, for every group and m tile.
+__host__ __device__ inline int64_t packed_floats(const Conv1dParams& p, const WindowPlan& q) {
+  return p.groups * q.m_tiles * q.chunks * q.a_floats;
+}
+
 // packed[((g * m_tiles + mt) * chunks + ch) * a_floats + e]: stage (g, mt, ch)'s weights in the order the kernel
 // reads them. TF32: e = (((k * CC/8 + s8) * 8 + i) * 32 + lane) * 4 + f is fragment register f of lane `lane` for
 // m16 tile i and the k8 step (tap k, channels s8 * 8 ..): row i * 16 + lane / 4 + 8 (f & 1), channel
 // s8 * 8 + lane % 4 + 4 (f >> 1), rounded to TF32. FFMA: e = (k * CC + c) * 128 + m.
 __global__ void __launch_bounds__(256)
     pack_f32_weights_kernel(const Conv1dParams p, const WindowPlan q, bool tf32, float* __restrict__ packed) {
-  const int64_t total = p.groups * q.m_tiles * q.chunks * q.a_floats;
+  const int64_t total = packed_floats(p, q);
   const float* w = static_cast<const float*>(p.w);
   for (int64_t idx = blockIdx.x * int64_t{256} + threadIdx.x; idx < total; idx += int64_t{gridDim.x} * 256) {
     int64_t blk, e, ch, mt, g;
@@ -286,8 +291,9 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
 #pragma unroll
           for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int jn = 0; jn < 4; ++jn) mma1688_tf32(&acc[(i * 4 + jn) * 4], __float_as_uint(a[i].x), __float_as_uint(a[i].y),
-                                                  __float_as_uint(a[i].z), __float_as_uint(a[i].w), b0[jn], b1[jn]);
+            for (int jn = 0; jn < 4; ++jn)
+              mma1688_tf32(&acc[(i * 4 + jn) * 4], __float_as_uint(a[i].x), __float_as_uint(a[i].y),
+                           __float_as_uint(a[i].z), __float_as_uint(a[i].w), b0[jn], b1[jn]);
         }
       }
     } else {
@@ -489,31 +495,32 @@ bool window_enabled() {
 
 cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
   WindowPlan q;
-  if (!window_enabled() || !make_plan(p, tf32, q) || p.workspace == nullptr) return launch_conv1d_fwd_dense_f32_im2col(p, tf32, stream);
+  if (!window_enabled() || !make_plan(p, tf32, q) || p.workspace == nullptr)
+    return launch_conv1d_fwd_dense_f32_im2col(p, tf32, stream);
   if (q.num_tiles == 0 || p.out_length <= 0) return cudaSuccess;
   float* wpack = static_cast<float*>(p.workspace);
-  const int64_t n = p.groups * q.m_tiles * q.chunks * q.a_floats;
-  pack_f32_weights_kernel<<<grid_for(ceil_div(n, 256), p.num_sms, 8), 256, 0, stream>>>(p, q, tf32, wpack);
+  pack_f32_weights_kernel<<<grid_for(ceil_div(packed_floats(p, q), 256), p.num_sms, 8), 256, 0, stream>>>(p, q, tf32,
+                                                                                                       wpack);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  if (tf32) return q.cc == 16 ? launch_window<true, 16>(p, q, wpack, stream) : launch_window<true, 8>(p, q, wpack, stream);
-  if (q.blocks_per_sm == 2)  // the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment
-    return q.cc == 16 ? launch_window<false, 16, 2>(p, q, wpack, stream) : launch_window<false, 8, 2>(p, q, wpack, stream);
+  if (tf32)
+    return q.cc == 16 ? launch_window<true, 16>(p, q, wpack, stream) : launch_window<true, 8>(p, q, wpack, stream);
+  if (q.blocks_per_sm == 2) {  // the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment
+    return q.cc == 16 ? launch_window<false, 16, 2>(p, q, wpack, stream)
+                      : launch_window<false, 8, 2>(p, q, wpack, stream);
+  }
   return q.cc == 16 ? launch_window<false, 16>(p, q, wpack, stream) : launch_window<false, 8>(p, q, wpack, stream);
+}
+
+int64_t workspace_bytes(const Conv1dParams& p, bool tf32) {
+  WindowPlan q;
+  return window_enabled() && make_plan(p, tf32, q) ? packed_floats(p, q) * 4 : 0;
 }
 
 }  // namespace
 
-int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p) {
-  WindowPlan q;
-  if (!window_enabled() || !make_plan(p, false, q)) return 0;
-  return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
-}
-int64_t conv1d_fwd_dense_tf32_workspace_bytes(const Conv1dParams& p) {
-  WindowPlan q;
-  if (!window_enabled() || !make_plan(p, true, q)) return 0;
-  return p.groups * q.m_tiles * q.chunks * q.a_floats * 4;
-}
+int64_t conv1d_fwd_dense_f32_workspace_bytes(const Conv1dParams& p) { return workspace_bytes(p, false); }
+int64_t conv1d_fwd_dense_tf32_workspace_bytes(const Conv1dParams& p) { return workspace_bytes(p, true); }
 
 cudaError_t launch_conv1d_fwd_dense_f32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, false, stream); }
 cudaError_t launch_conv1d_fwd_dense_tf32(const Conv1dParams& p, cudaStream_t stream) { return launch(p, true, stream); }
