@@ -1564,8 +1564,8 @@ def test_f32_grad_weight_dense_like():
 
 
 # The fp32 forward's switches: CONVKIT_DENSE_F32_WINDOW=0 puts every call on the im2col kernel, CONVKIT_DENSE_F32_CC=8
-# gives the window kernel 8-channel stages everywhere, CONVKIT_DENSE_F32_FFMA_2BLOCKS=1 runs IEEE at two blocks per SM;
-# either way forward and grad-input (its phases run the same
+# gives the window kernel 8-channel stages everywhere, CONVKIT_DENSE_F32_FFMA_2BLOCKS=0 runs IEEE at one block per SM
+# (the default: two where three stages fit twice, as TF32); either way forward and grad-input (its phases run the same
 # kernel) match float64 torch, TF32 and IEEE, poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
 import os, re, sys, torch, convkit
@@ -1592,8 +1592,10 @@ for tf32 in (False, True):
         args = [(a[0] in ("true", "1"), a[1], a[2]) for a in args]
         if os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
             assert all(a[1] == "8" for a in args), win
-        if os.environ.get("CONVKIT_DENSE_F32_FFMA_2BLOCKS") == "1" and not tf32 and (K, S) == (3, 1):
-            assert all(a == (False, "16", "2") for a in args), win  # three 33 KB stages fit twice per SM
+        if window and not tf32 and (K, S) == (3, 1):  # three 33 KB stages fit twice per SM
+            one = os.environ.get("CONVKIT_DENSE_F32_FFMA_2BLOCKS") == "0"
+            cc = "8" if os.environ.get("CONVKIT_DENSE_F32_CC") == "8" else "16"
+            assert all(a == (False, cc, "1" if one else "2") for a in args), win
         dy = torch.randn_like(y)
         y.backward(dy)
         y_ref, dx_ref = reference(x.detach(), w, b, dy, S, P, P, D, G)[:2]
@@ -1604,8 +1606,10 @@ print("f32 switch cases passed")
 """
 
 
-@pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
-                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="1")], ids=["im2col", "cc8", "ffma_2blocks"])
+@pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW=None, CONVKIT_DENSE_F32_CC=None,
+                                      CONVKIT_DENSE_F32_FFMA_2BLOCKS=None), dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
+                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0")],
+                         ids=["default", "im2col", "cc8", "ffma_1block"])
 def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

@@ -125,8 +125,8 @@ __device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPl
   return static_cast<int>(o < 0 ? o + 4 : o);
 }
 
-// kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 1, 168 registers, or 2 in
-// the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment, with a few bytes of spills).
+// kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 2 where the plan pairs
+// blocks, 128 registers with a few bytes of spills, else 1, 168 registers).
 template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
 __global__ void __launch_bounds__(kThreads, kBlocks)
     conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
@@ -434,14 +434,15 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   const int span = q.nseg * q.s * q.wq;
   q.xp = round_up(span - 8, 32) + 8;
   if (q.xp < span) q.xp += 32;
-  // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). The TF32
-  // kernel (<= 128 registers) runs two blocks per SM where three stages each fit in half the SM's shared memory
-  // (per SM: the opt-in limit + 1 KB, less 1 KB per block); otherwise, and for FFMA, one block with up to four
-  // stages (CONVKIT_DENSE_F32_FFMA_2BLOCKS=1, an experiment not yet timed: FFMA like TF32, at 128 registers). TF32
-  // needs three (it rounds a stage's window after it lands, before its multiplication).
+  // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). Both
+  // kernels are capped at 128 registers and run two blocks per SM where three stages each fit in half the SM's
+  // shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per block), otherwise one block with up to four
+  // stages. TF32 needs three (it rounds a stage's window after it lands, before its multiplication).
+  // CONVKIT_DENSE_F32_FFMA_2BLOCKS=0: IEEE as before session 26, one block of 168 registers, 16-channel stages.
   const int limit = smem_optin_bytes();
   static const bool cc8 = env_equals("CONVKIT_DENSE_F32_CC", "8");
-  static const bool ffma2 = env_equals("CONVKIT_DENSE_F32_FFMA_2BLOCKS", "1");
+  static const bool ffma1 = env_equals("CONVKIT_DENSE_F32_FFMA_2BLOCKS", "0");
+  const bool may_pair = tf32 || !ffma1;
   const auto set_cc = [&](int cc) {
     q.cc = cc;
     q.a_floats = kBM * cc * q.k;
@@ -451,17 +452,18 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   const auto two_blocks = [&]() { return 2 * (3 * q.slot_floats * 4 + 2048) <= limit + 1024; };
   set_cc(cc8 ? 8 : 16);
   if (q.ns < 3) set_cc(8);
-  // TF32 is latency-bound at one block of 8 warps per SM: 8-channel stages where only they allow two (H100, kernel
-  // with copies: kb76 17.7 -> 13.6 ms, w2v_k3s2 11.4 -> 9.6, grouped_g8 1.37 -> 1.01), while FFMA keeps 16 (one
-  // block either way, its barriers per stage halved).
-  if (tf32 && q.cc == 16 && !two_blocks()) {
+  // Both are latency-bound at one block of 8 warps per SM: 8-channel stages where only they allow two (TF32 on
+  // the H100, kernel with copies: kb76 17.7 -> 13.6 ms, w2v_k3s2 11.4 -> 9.6, grouped_g8 1.37 -> 1.01; IEEE at
+  // two blocks where 16 channels allow them, session 26: kb67 8.59 -> 6.96 ms, tcn 3.38 -> 2.83, wavenet
+  // 2.68 -> 2.13).
+  if (may_pair && q.cc == 16 && !two_blocks()) {
     const WindowPlan wide = q;
     set_cc(8);
     if (!two_blocks()) q = wide;
   }
   if (q.ns < (tf32 ? 3 : 2)) return false;
   const int slot_bytes = q.slot_floats * 4;
-  if ((tf32 || ffma2) && two_blocks()) {
+  if (may_pair && two_blocks()) {
     q.blocks_per_sm = 2;
     q.ns = 3;
   } else {
@@ -505,11 +507,9 @@ cudaError_t launch(const Conv1dParams& p, bool tf32, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   if (tf32)
     return q.cc == 16 ? launch_window<true, 16>(p, q, wpack, stream) : launch_window<true, 8>(p, q, wpack, stream);
-  if (q.blocks_per_sm == 2) {  // the CONVKIT_DENSE_F32_FFMA_2BLOCKS experiment
-    return q.cc == 16 ? launch_window<false, 16, 2>(p, q, wpack, stream)
-                      : launch_window<false, 8, 2>(p, q, wpack, stream);
-  }
-  return q.cc == 16 ? launch_window<false, 16>(p, q, wpack, stream) : launch_window<false, 8>(p, q, wpack, stream);
+  if (q.blocks_per_sm == 2)
+    return q.cc == 16 ? launch_window<false, 16, 2>(p, q, wpack, stream) : launch_window<false, 8, 2>(p, q, wpack, stream);
+  return q.cc == 16 ? launch_window<false, 16, 1>(p, q, wpack, stream) : launch_window<false, 8, 1>(p, q, wpack, stream);
 }
 
 int64_t workspace_bytes(const Conv1dParams& p, bool tf32) {
