@@ -1565,7 +1565,8 @@ def test_f32_grad_weight_dense_like():
 
 # The fp32 forward's switches: CONVKIT_DENSE_F32_WINDOW=0 puts every call on the im2col kernel, CONVKIT_DENSE_F32_CC=8
 # gives the window kernel 8-channel stages everywhere, CONVKIT_DENSE_F32_FFMA_2BLOCKS=0 runs IEEE at one block per SM
-# (the default: two where three stages fit twice, as TF32); either way forward and grad-input (its phases run the same
+# (the default: two where three stages fit twice, as TF32), CONVKIT_DENSE_F32_STAGES=3 keeps paired blocks at three
+# stages (the default: four where they fit twice, as in the stride-2 case below); either way forward and grad-input (its phases run the same
 # kernel) match float64 torch, TF32 and IEEE, poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
 import os, re, sys, torch, convkit
@@ -1608,8 +1609,8 @@ print("f32 switch cases passed")
 
 @pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW=None, CONVKIT_DENSE_F32_CC=None,
                                       CONVKIT_DENSE_F32_FFMA_2BLOCKS=None), dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
-                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0")],
-                         ids=["default", "im2col", "cc8", "ffma_1block"])
+                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0"), dict(CONVKIT_DENSE_F32_STAGES="3")],
+                         ids=["default", "im2col", "cc8", "ffma_1block", "stages3"])
 def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

@@ -463,9 +463,14 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   }
   if (q.ns < (tf32 ? 3 : 2)) return false;
   const int slot_bytes = q.slot_floats * 4;
+  // Paired blocks take four stages where four fit twice (kb76, w2v_k3s2 at 8 channels): TF32 then rounds stage gs + 1
+  // while it multiplies stage gs, one barrier a stage instead of two. CONVKIT_DENSE_F32_STAGES=3: at most three
+  // stages everywhere (as before session 26, for comparisons).
+  static const bool ns3 = env_equals("CONVKIT_DENSE_F32_STAGES", "3");
+  if (ns3) q.ns = std::min(q.ns, 3);
   if (may_pair && two_blocks()) {
     q.blocks_per_sm = 2;
-    q.ns = 3;
+    q.ns = !ns3 && 2 * (4 * slot_bytes + 2048) <= limit + 1024 ? 4 : 3;
   } else {
     q.blocks_per_sm = 1;
   }
