@@ -24,6 +24,10 @@
 #   EXTRA_CMD='CONVKIT_DENSE_NARROW_OUT=1 python3 -m convkit.bench --cases w2v_first_k10s5' bash ci/gpu_check.sh all
 #                                        # one more command (run in /tmp after the rest, $repo = this
 #                                        # checkout) into extra.log
+#   F32EXP="0 1 2 3 4" bash ci/gpu_check.sh all
+#                                        # also the fp32 window forward's timing experiments (ci/f32_window_check.cu,
+#                                        # one build per CONVKIT_F32_EXP), built beside the package, run at the end
+#                                        # into f32exp.log
 #   JUNIT=1 ...                          # also the tests' junit.xml
 #   MICRO_PARTS="5" MICRO_FLAGS=-DLONG_K bash ci/gpu_check.sh all
 #                                        # also these parts of the micro-benchmark (ci/dw_micro.cu), compiled
@@ -102,6 +106,13 @@ if [ -n "${MICRO_PARTS:-}" ]; then  # compiled beside the package build, run at 
   done
 fi
 
+if [ -n "${F32EXP:-}" ]; then  # the fp32 window forward's timing experiments (ci/f32_window_check.cu), built beside
+  for e in ${F32EXP}; do        # the package, run at the end into f32exp.log (F32EXP="0 1 2 3 4": all of them)
+    (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DCONVKIT_F32_EXP=$e -I csrc ci/f32_window_check.cu \
+       csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu -o /tmp/f32w$e > /tmp/f32w$e.log 2>&1) &
+  done
+fi
+
 # Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
 t0=$(date +%s)
 [ "$what" = micro ] && what=micro_only
@@ -159,6 +170,11 @@ if [ -n "${MICRO_PARTS:-}" ]; then
     fi
   done > "$OUT/micro.log" 2>&1 || status=1
   grep -E "WRONG|error" "$OUT/micro.log" | head -20
+fi
+if [ -n "${F32EXP:-}" ]; then
+  wait
+  for e in ${F32EXP}; do cat /tmp/f32w$e.log; timeout 120 /tmp/f32w$e; done > "$OUT/f32exp.log" 2>&1 || status=1
+  grep -E "TIME|FAIL|error" "$OUT/f32exp.log"
 fi
 grep -E "^(build|tests):" "$OUT/summary.txt"
 exit $status
