@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "../conv1d_params.h"
@@ -212,18 +213,32 @@ __device__ __forceinline__ void store8_16bit(unsigned short* dst, const uint32_t
   }
 }
 
-// The device's opt-in shared memory per block (cached per device): 227 KB on the H100 / H200, 163 KB on the
-// A100, 99 KB on other sm_8x parts that run the sm_80 code.
+// The device's opt-in shared memory per block (cached per device; atomics because host threads can ask at once):
+// 227 KB on the H100 / H200, 163 KB on the A100, 99 KB on other sm_8x parts that run the sm_80 code.
 inline int smem_optin_bytes() {
-  static int cache[64] = {0};
+  static std::atomic<int> cache[64];
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
-  if (cache[dev] == 0) {
-    int v = 0;
+  int v = cache[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
     if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) v = 48 * 1024;
-    cache[dev] = v;
+    cache[dev].store(v, std::memory_order_relaxed);
   }
-  return cache[dev];
+  return v;
+}
+
+// Lets `kernel` launch with any dynamic shared memory that fits on the current device beside its static shared
+// memory: sets its cudaFuncAttributeMaxDynamicSharedMemorySize to the opt-in limit less its static part (read from
+// the kernel). The attribute belongs to the kernel (per device), not to a launch: set to each launch's own size,
+// host threads launching one kernel with different sizes at once could lower it under each other's launches
+// (cudaErrorInvalidValue); one value for every launch cannot. The plans keep static + dynamic within the opt-in
+// limit, so every launch stays under it.
+template <typename Kernel> cudaError_t allow_max_dynamic_smem(Kernel kernel) {
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              smem_optin_bytes() - static_cast<int>(attr.sharedSizeBytes));
 }
 
 // ---- cp.async (sm_80+): the depthwise pipelines and the dense forward's x ring ----------------------

@@ -288,7 +288,7 @@ template <typename T, int S, int XR>
 cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& v, const GiPlan& q, const void* wpack,
                            cudaStream_t stream) {
   auto kernel = conv1d_bwd_input_dense_tma_kernel<T, S, XR>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: make_plan)
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, v.num_sms, 1);  // persistent: one block per SM
   kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, v, q, static_cast<const unsigned short*>(wpack));

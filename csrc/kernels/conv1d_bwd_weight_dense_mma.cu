@@ -244,7 +244,7 @@ template <typename T, int kChunk>
 cudaError_t launch_chunk(const Conv1dParams& p, const WgradPlan& q, int64_t grid, cudaStream_t stream) {
   auto kernel = conv1d_bwd_weight_dense_mma_kernel<T, kChunk>;
   constexpr int bytes = smem_bytes(kChunk);
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (bytes: 55 KB or 30 KB, no static shared memory)
   if (err != cudaSuccess) return err;
   kernel<<<static_cast<unsigned>(grid), kThreads, bytes, stream>>>(p, q);
   return cudaGetLastError();

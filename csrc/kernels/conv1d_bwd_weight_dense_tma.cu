@@ -256,7 +256,7 @@ template <typename T, int K>
 cudaError_t launch_taps(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
                         cudaStream_t stream) {
   auto kernel = q.half ? conv1d_bwd_weight_dense_tma_kernel<T, K, true> : conv1d_bwd_weight_dense_tma_kernel<T, K, false>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: make_plan)
   if (err != cudaSuccess) return err;
   const int64_t grid = p.groups * q.m_tiles * q.n_tiles * q.splits;
   kernel<<<static_cast<unsigned>(grid), kBlockThreads, q.smem_bytes, stream>>>(dymap, xmap, p, q);

@@ -397,7 +397,7 @@ bool make_plan(const Conv1dParams& p, GwPlan& q) {
 template <typename T>
 cudaError_t launch_typed(const Conv1dParams& p, const GwPlan& q, cudaStream_t stream) {
   auto kernel = conv1d_bwd_weight_dense_wgmma_kernel<T>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes + static <= the opt-in limit: make_plan)
   if (err != cudaSuccess) return err;
   const int64_t grid = p.groups * q.m_tiles * q.n_tiles * q.splits;
   kernel<<<static_cast<unsigned>(grid), kThreads, q.smem_bytes, stream>>>(p, q);

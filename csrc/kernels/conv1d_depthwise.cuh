@@ -553,11 +553,12 @@ inline int64_t bwd_smem_bytes(const Conv1dParams& p, int v) {
   return window_bytes(wd, p, v) + window_bytes(wx, p, v) + acc_bytes(p.dtype) * (kThreads / 32);
 }
 
-// Shared memory above 48 KB (dynamic + static) must be opted into per kernel; `total` includes the
-// static part, `dynamic` is what the launch asks for.
-template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total, int64_t dynamic) {
+// Shared memory above 48 KB (dynamic + static: `total`) must be opted into per kernel: the opt-in maximum, the
+// same for every launch (allow_max_dynamic_smem). dispatch.cpp takes the staged kernels only where their total
+// fits in the opt-in limit; the pipelined kernels' are constants (about 50 KB at most where the library uses them).
+template <typename Kernel> cudaError_t allow_smem(Kernel kernel, int64_t total) {
   if (total <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
+  return allow_max_dynamic_smem(kernel);
 }
 
 // A grid-stride loop wants every block resident at once (a block that starts late finishes late):
@@ -640,7 +641,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
       constexpr bool kGridStride = kCoalesce ? kV == 6 : ((kV - 1) & 2) != 0;
       constexpr int smem = FwdPipelined<T, K, S, D, V, kStages, kInterleave, kCoalesce>::kSmemBytes;
       auto kernel = conv1d_fwd_dw_pipelined_kernel<T, K, S, D, V, kStages, kInterleave, kGridStride, kCoalesce>;
-      cudaError_t err = allow_smem(kernel, smem, smem);
+      cudaError_t err = allow_smem(kernel, smem);
       if (err != cudaSuccess) return err;
       kernel<<<resident_grid(kernel, tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
       return cudaGetLastError();
@@ -649,7 +650,7 @@ cudaError_t launch_fwd(const Conv1dParams& p, cudaStream_t stream) {
   constexpr int VS = staged_vec(V);
   const int64_t smem = fwd_smem_bytes(p, VS);
   auto kernel = conv1d_fwd_dw_kernel<T, K, S, D, VS>;
-  cudaError_t err = allow_smem(kernel, smem, smem);
+  cudaError_t err = allow_smem(kernel, smem);
   if (err != cudaSuccess) return err;
   const int64_t staged_tiles = p.batch * p.out_channels * ceil_div(p.out_length, int64_t{kThreads} * VS);
   kernel<<<resident_grid(kernel, staged_tiles, smem, p.num_sms), kThreads, smem, stream>>>(p);
@@ -704,7 +705,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
       constexpr int smem = BwdPipelined<T, K, D, V, kStages, kInterleave>::kSmemBytes;
       constexpr int total = smem + sizeof(float) * (kThreads / 32);
       auto kernel = conv1d_bwd_dw_pipelined_kernel<T, K, D, V, kStages, kInterleave>;
-      cudaError_t err = allow_smem(kernel, total, smem);
+      cudaError_t err = allow_smem(kernel, total);
       if (err != cudaSuccess) return err;
       kernel<<<resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), kThreads, smem, stream>>>(p);
       launched = true;
@@ -714,7 +715,7 @@ cudaError_t launch_bwd(const Conv1dParams& p, cudaStream_t stream) {
     const int64_t total = bwd_smem_bytes(p, V);
     const int64_t smem = total - static_cast<int64_t>(sizeof(A)) * (kThreads / 32);  // less static scratch
     auto kernel = conv1d_bwd_dw_kernel<T, K, S, D, V>;
-    cudaError_t err = allow_smem(kernel, total, smem);
+    cudaError_t err = allow_smem(kernel, total);
     if (err != cudaSuccess) return err;
     kernel<<<resident_grid(kernel, C * p.weight_splits, smem, p.num_sms), kThreads, smem, stream>>>(p);
   }

@@ -497,10 +497,10 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
 template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
 cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
   auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC, kBlocks>;
-  // The attribute belongs to the kernel, not to a launch: the same maximum for every plan, so that host threads
-  // launching different shapes at once never lower it under each other's launches.
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin_bytes() - kStaticSmem);
+  // The attribute belongs to the kernel, not to a launch: the same maximum for every plan (the opt-in limit less
+  // the static tap table, which make_plan budgets), so that host threads launching different shapes at once never
+  // lower it under each other's launches.
+  cudaError_t err = allow_max_dynamic_smem(kernel);
   if (err != cudaSuccess) return err;
   kernel<<<grid_for(q.num_tiles, p.num_sms, q.blocks_per_sm), kThreads, q.smem_bytes, stream>>>(p, q, wpack);
   return cudaGetLastError();

@@ -763,7 +763,7 @@ bool conv1d_fwd_dense_mma_stages_weights(const Conv1dParams& p) {
 template <typename T, bool kRes, bool kRing>
 cudaError_t launch_variant(const Conv1dParams& p, const DensePlan& q, unsigned grid, cudaStream_t stream) {
   auto kernel = conv1d_fwd_dense_mma_kernel<T, kRes, kRing>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: make_geometry)
   if (err != cudaSuccess) return err;
   kernel<<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
   return cudaGetLastError();

@@ -872,7 +872,7 @@ template <typename T, int MW, int NB, int XR>
 cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
                            cudaStream_t stream) {
   auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: try_shapes)
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
   kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));

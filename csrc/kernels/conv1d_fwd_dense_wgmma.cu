@@ -322,7 +322,7 @@ bool make_plan(const Conv1dParams& p, WgPlan& q, bool check_weights) {
 template <typename T, int MW, int NB>
 cudaError_t launch_variant(const Conv1dParams& p, const WgPlan& q, cudaStream_t stream) {
   auto kernel = conv1d_fwd_dense_wgmma_kernel<T, MW, NB>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, q.smem_bytes);
+  cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes + static <= the opt-in limit: make_plan)
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
   kernel<<<grid, kThreads, q.smem_bytes, stream>>>(p, q);
