@@ -1,6 +1,7 @@
 """convkit's CUDA kernels against torch in float64: forward and every gradient, every dtype."""
 import os
 import secrets
+import threading
 import pytest
 import torch
 
@@ -307,6 +308,66 @@ def test_cuda_errors_are_python_exceptions():
             convkit.conv1d(x0, torch.randn(512, cin, 3, device="cuda", dtype=dt), padding=2)
         with pytest.raises(RuntimeError, match="Only zero batch or zero channel"):
             torch.nn.functional.conv1d(x0, torch.randn(512, cin, 3, device="cuda", dtype=dt), padding=2)
+
+
+def depthwise_staged_smem(K, D):
+    """(forward, backward) shared memory bytes of the runtime-shape staged depthwise kernels, fp32, stride 1, no
+    padding (kernels/conv1d_depthwise.cuh: fwd_smem_bytes, bwd_smem_bytes: 128 threads x 16 outputs a tile, one pad
+    word every 16, the backward's static block_sum scratch of one float per warp)."""
+    tile, padded = 128 * 16, lambda n: n + n // 16 + 1
+    wd = tile + (K - 1) * D + 2
+    return padded(tile + (K - 1) * D) * 4, (padded(wd) + padded(wd + (K - 1) * D)) * 4 + 4 * 4
+
+
+def test_threads_launching_one_kernel_with_different_shared_memory(poison_outputs):
+    """Two host threads run the same kernels (the runtime-shape depthwise forward and backward, fp32) at once, with
+    plans of different dynamic shared memory, all above 48 KB. cudaFuncAttributeMaxDynamicSharedMemorySize belongs to
+    the kernel, not to a launch: while each launcher set it to its own launch's size, one thread could lower it
+    between the other's setting and launch, and that launch failed (cudaErrorInvalidValue, a RuntimeError here). The
+    launchers now set the opt-in maximum for every plan. (The race needs convkit._C's calls to run without the GIL.)"""
+    dtype, B, C, K, iterations = torch.float32, 2, 8, 3, 200
+    dilations = (5000, 5750)  # no specialisation: both run conv1d_fwd_dw_kernel<float, 0, 0, 0, 16> and its backward
+    sizes = [depthwise_staged_smem(K, D) for D in dilations]
+    assert sizes == [(51208, 144948), (57580, 164068)]  # all above 48 KB, the backward's within the A100's 163 KB
+    jobs = []
+    for i, D in enumerate(dilations):
+        L = (K - 1) * D + 2 * 2048 + 100
+        x, w, b = make_inputs(B, C, C, K, L, C, dtype, seed=i)
+        names = convkit.explain(x, w, b, dilation=D, groups=C)
+        assert names["forward"] == "conv1d_fwd_depthwise_generic", names
+        dy = torch.randn(B, C, L - (K - 1) * D, device="cuda")
+        jobs.append((x, w, b, dy, D, reference(x, w, b, dy, 1, 0, 0, D, C)))
+    barrier = threading.Barrier(len(jobs))
+    errors, worst = [], [None] * len(jobs)
+
+    def run(i):
+        try:
+            x, w, b, dy, D, refs = jobs[i]
+            errs = []
+            barrier.wait()
+            for _ in range(iterations):  # no host sync in the loop: the two threads' launches interleave
+                y = convkit.conv1d(x, w, b, dilation=D, groups=C)
+                gx, gw, gb = torch.ops.convkit.conv1d_backward(dy, x, w, b, 1, 0, 0, D, C, 0, True, True, True)
+                # assert_close's two measures (norm-wise, worst element against 50 x the tolerance), on the device
+                errs.append(torch.stack([torch.stack([(a.double() - e).norm() / e.norm(),
+                                                      (a.double() - e).abs().max() / (50 * e.abs().max())])
+                                         for a, e in zip((y, gx, gw, gb), refs)]))
+            worst[i] = torch.stack(errs).amax(dim=0).tolist()  # (NaN, an element not written, propagates)
+        except BaseException as e:  # re-raised below, in the test's thread
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    for D, per_output in zip(dilations, worst):
+        for what, (norm_err, elem_err) in zip(("forward", "grad_input", "grad_weight", "grad_bias"), per_output):
+            assert norm_err <= REL_TOL[dtype] and elem_err <= REL_TOL[dtype], (
+                f"D {D} {what}: relative error {norm_err:.3e}, worst element {50 * elem_err:.3e} of the peak")
 
 
 @pytest.mark.large
