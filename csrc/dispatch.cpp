@@ -1154,8 +1154,10 @@ std::vector<std::tuple<std::string, int, int, int>> spec_entries() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "convkit CUDA kernels (use the convkit package, not this module directly)";
-  m.def("conv1d_forward", &convkit::conv1d_forward);
-  m.def("conv1d_backward", &convkit::conv1d_backward);
+  // Without the GIL: ATen and CUDA calls only, and host threads (several models, one per thread) then launch at
+  // once, as torch's own operators do.
+  m.def("conv1d_forward", &convkit::conv1d_forward, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("conv1d_backward", &convkit::conv1d_backward, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("explain", &convkit::explain);
   m.def("spec_entries", &convkit::spec_entries);
   m.def("causal_conv1d_forward", &convkit::causal_conv1d_forward);
