@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <unordered_set>
 
 #include "../conv1d_params.h"
 #include "index_math.h"
@@ -232,13 +234,24 @@ inline int smem_optin_bytes() {
 // the kernel). The attribute belongs to the kernel (per device), not to a launch: set to each launch's own size,
 // host threads launching one kernel with different sizes at once could lower it under each other's launches
 // (cudaErrorInvalidValue); one value for every launch cannot. The plans keep static + dynamic within the opt-in
-// limit, so every launch stays under it.
+// limit, so every launch stays under it. Set once per kernel and device (the value never changes), so launches after
+// the first make no driver call for it.
 template <typename Kernel> cudaError_t allow_max_dynamic_smem(Kernel kernel) {
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  static std::mutex mutex;
+  static std::unordered_set<uint64_t> done;  // (kernel address, device)
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              smem_optin_bytes() - static_cast<int>(attr.sharedSizeBytes));
+  const uint64_t key = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(kernel)) * 64 + static_cast<uint64_t>(dev & 63);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.count(key)) return cudaSuccess;
+  cudaFuncAttributes attr{};
+  err = cudaFuncGetAttributes(&attr, kernel);
+  if (err != cudaSuccess) return err;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_optin_bytes() - static_cast<int>(attr.sharedSizeBytes));
+  if (err == cudaSuccess) done.insert(key);
+  return err;
 }
 
 // ---- cp.async (sm_80+): the depthwise pipelines and the dense forward's x ring ----------------------
