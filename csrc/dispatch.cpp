@@ -196,8 +196,7 @@ Force forced() {
 bool gi_phase_buffer() { return !env_equals("CONVKIT_GI_PHASE_BUFFER", "0"); }
 
 // That buffer is interleaved into dx by convkit's kernel (kernels/conv1d_bwd_input_interleave.cu);
-// CONVKIT_GI_INTERLEAVE=torch (read once) uses torch's strided copy instead (=element: the kernel file's element
-// kernel even where its 16-byte vector kernel applies). H200, bf16 fwd+bwd, session 11:
+// CONVKIT_GI_INTERLEAVE=torch (read once) uses torch's strided copy instead. H200, bf16 fwd+bwd, session 11:
 // kb76 35.5 -> 33.0 ms with the kernel (torch's copy of a > 2^31-element buffer runs split in four launches).
 bool gi_interleave_kernel() {
   static const bool on = !env_equals("CONVKIT_GI_INTERLEAVE", "torch");
@@ -882,10 +881,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       launch_choice(gi, q, opts);
       phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
     } else {
-      // rows padded to 16 bytes: the interleave's vector kernel reads whole 16-byte units of every phase row
-      const int64_t lq_pad = (lq * dx.element_size() + 15) / 16 * 16 / dx.element_size();
-      const at::Tensor buf =
-          buffered ? new_output({p.stride, p.batch, p.in_channels, lq_pad}, dx.options()).narrow(3, 0, lq) : at::Tensor();
+      const at::Tensor buf = buffered ? new_output({p.stride, p.batch, p.in_channels, lq}, dx.options()) : at::Tensor();
       for (const GradInputPhase& ph : phases) {
         at::Tensor dx_phase = buffered ? buf[ph.rho].narrow(2, 0, ph.len) : dx.slice(2, ph.rho, p.in_length, p.stride);
         if (ph.taps.empty()) {

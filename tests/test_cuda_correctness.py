@@ -1805,8 +1805,7 @@ def test_dense_forward_without_cp_async_ring():
 
 
 # CONVKIT_GI_INTERLEAVE=torch (read once per process): the dense grad-input's stride phases are
-# interleaved into dx by torch's strided copy instead of convkit's kernels (the default: the 16-byte vector kernel
-# where rows are aligned and S <= 4, else the element kernel; CONVKIT_GI_INTERLEAVE=element: always the latter). CONVKIT_GI_UNIFIED=1: the
+# interleaved into dx by torch's strided copy instead of convkit's kernel (the default). CONVKIT_GI_UNIFIED=1: the
 # phases run as one convolution of dy (groups == 1, where the phases' kernel runs it: here every case
 # but the grouped and narrow_out ones, which keep one launch per phase). Strided cases of every dtype
 # whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
@@ -1823,14 +1822,12 @@ from convkit.functional import resolve_padding
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = False
 kernel = os.environ.get("CONVKIT_GI_INTERLEAVE") != "torch"
-element = os.environ.get("CONVKIT_GI_INTERLEAVE") == "element"  # never the 16-byte vector kernel
 unified = os.environ.get("CONVKIT_GI_UNIFIED") == "1"
 cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
     ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1), ("s2_d2_groups", 2, 16, 24, 3, 301, 2, 3, 2, 2),
     ("cin4_s2_narrow_out", 2, 4, 64, 3, 501, 2, 1, 1, 1), ("view_s3", 2, 16, 32, 3, 1000, 3, 1, 1, 1),
-    ("s2_p4_dy_shift", 2, 16, 32, 3, 301, 2, 4, 1, 1), ("lin_3_below_s4", 2, 16, 16, 2, 3, 4, 1, 1, 1),
-    ("s2_aligned", 2, 16, 32, 3, 1024, 2, 1, 1, 1), ("s4_aligned", 2, 16, 16, 4, 776, 4, 2, 1, 1)]
+    ("s2_p4_dy_shift", 2, 16, 32, 3, 301, 2, 4, 1, 1), ("lin_3_below_s4", 2, 16, 16, 2, 3, 4, 1, 1, 1)]
 for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
     for name, B, Cin, Cout, K, L, S, P, D, G in cases:
         if dtype == torch.float64 and "narrow_out" not in name:
@@ -1848,13 +1845,7 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
             y.backward(dy)
             torch.cuda.synchronize()
         events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        assert any("interleave_phases" in n for n in events) == kernel, (name, dtype, events)
-        # the vector kernel: S 2..4, 16-byte aligned dx rows (dx is contiguous here), the phase buffer's rows padded
-        vec = any("interleave_phases_vec_kernel" in n for n in events)
-        if element or not kernel or dtype == torch.float64:
-            assert not vec, (name, dtype, events)
-        elif not unified and 2 <= S <= 4 and L * x.element_size() % 16 == 0:
-            assert vec, (name, dtype, events)
+        assert any("interleave_phases_kernel" in n for n in events) == kernel, (name, dtype, events)
         pl, pr = resolve_padding(P, K, S, D)
         gi_launches = sum(any(k in n for k in ("conv1d_fwd_dense_mma_kernel", "conv1d_fwd_dense_f32_kernel",
                                                "conv1d_fwd_dense_f32_window_kernel")) for n in events)
@@ -1867,12 +1858,10 @@ print("strided grad-input cases passed")
 """
 
 
-@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE=None), dict(CONVKIT_GI_INTERLEAVE="element"),
-                                 dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
+@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="torch"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_DENSE_STAGE_WEIGHTS="1")],
-                         ids=["interleave_kernel", "interleave_element", "interleave_torch", "unified",
-                              "unified_interleave_torch", "unified_staged_weights"])
+                         ids=["interleave_torch", "unified", "unified_interleave_torch", "unified_staged_weights"])
 def test_dense_grad_input_strided_switches(env):
     run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1",
                      CONVKIT_GI_FUSED="0", **env)

@@ -65,77 +65,10 @@ __global__ void __launch_bounds__(kThreads) interleave_phases_kernel(const E* __
   }
 }
 
-// The same where every row is 16-byte aligned (the phase buffer's rows padded to 16 bytes by dispatch.cpp, dx of
-// unit stride along L with aligned rows), for S = 2, 3, 4: thread u of row (b, c) reads one 16-byte vector
-// (V elements) from each of the S phase rows, m = u*V .. u*V + V-1, and writes dx[u*V*S .. u*V*S + V*S-1] as S
-// 16-byte stores: the loads of a warp are S runs of 512 contiguous bytes, not 32 single elements per load, and the
-// row comes from the grid (blockIdx.y), not from 64-bit divisions per thread. H100, TF32 kb76 fwd+bwd (session 26):
-// the element kernel above took 10.45 ms for 8.6 GB (1.6 TB/s).
-template <typename E, int S>
-__global__ void __launch_bounds__(kThreads) interleave_phases_vec_kernel(const E* __restrict__ buf,
-                                                                          E* __restrict__ dx, InterleaveParams q) {
-  constexpr int V = 16 / sizeof(E);
-  const int64_t rows = q.batch * q.channels;
-  const int64_t u = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  const int64_t i0 = u * (V * S), m0 = u * V;
-  if (i0 >= q.in_length) return;
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    const int64_t b = row / q.channels, c = row - b * q.channels;
-    const E* src = buf + b * q.buf_stride_b + c * q.buf_stride_c + m0;
-    E* dst = dx + b * q.dx_stride_b + c * q.dx_stride_c + i0;
-    if (i0 + V * S <= q.in_length) {
-      E in[S][V], out[S * V];
-#pragma unroll
-      for (int rho = 0; rho < S; ++rho) {
-        const uint4 w = __ldg(reinterpret_cast<const uint4*>(src + rho * q.buf_stride_rho));
-        memcpy(in[rho], &w, 16);
-      }
-#pragma unroll
-      for (int m = 0; m < V; ++m)
-#pragma unroll
-        for (int rho = 0; rho < S; ++rho) out[m * S + rho] = in[rho][m];
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        uint4 w;
-        memcpy(&w, &out[s * V], 16);
-        reinterpret_cast<uint4*>(dst)[s] = w;
-      }
-    } else {  // the row's last, partial run
-      for (int e = 0; e < V * S && i0 + e < q.in_length; ++e) dst[e] = src[(e % S) * q.buf_stride_rho + e / S];
-    }
-  }
-}
-
-// The vector kernel's conditions: S in 2..4, 16-byte aligned rows of unit stride in dx and in the phase buffer.
-bool vec_ok(const void* buf, const void* dx, const InterleaveParams& q, int element_size) {
-  const int64_t v = 16 / element_size;
-  const auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
-  return q.stride >= 2 && q.stride <= 4 && q.dx_stride_l == 1 && aligned(buf) && aligned(dx) &&
-         q.buf_stride_b % v == 0 && q.buf_stride_rho % v == 0 && q.buf_stride_c % v == 0 && q.dx_stride_b % v == 0 &&
-         q.dx_stride_c % v == 0;
-}
-
 template <typename E>
 cudaError_t launch_typed(const void* buf, void* dx, const InterleaveParams& q, cudaStream_t stream) {
   const int64_t total = q.batch * q.channels * ceil_div(q.in_length, int64_t{kRun});
   if (total == 0) return cudaSuccess;
-  if constexpr (sizeof(E) <= 4) {
-    static const bool element = env_equals("CONVKIT_GI_INTERLEAVE", "element");  // the element kernel always
-    if (vec_ok(buf, dx, q, sizeof(E)) && !element) {
-      constexpr int64_t V = 16 / sizeof(E);
-      const int64_t rows = q.batch * q.channels;
-      const dim3 grid(static_cast<unsigned>(ceil_div(ceil_div(q.in_length, V * q.stride), int64_t{kThreads})),
-                      static_cast<unsigned>(rows < 65535 ? rows : 65535));
-      const E* b = static_cast<const E*>(buf);
-      E* d = static_cast<E*>(dx);
-      switch (q.stride) {
-        case 2: interleave_phases_vec_kernel<E, 2><<<grid, kThreads, 0, stream>>>(b, d, q); break;
-        case 3: interleave_phases_vec_kernel<E, 3><<<grid, kThreads, 0, stream>>>(b, d, q); break;
-        default: interleave_phases_vec_kernel<E, 4><<<grid, kThreads, 0, stream>>>(b, d, q); break;
-      }
-      return cudaGetLastError();
-    }
-  }
   interleave_phases_kernel<E><<<grid_for(ceil_div(total, kThreads), q.num_sms, 8), kThreads, 0, stream>>>(
       static_cast<const E*>(buf), static_cast<E*>(dx), q);
   return cudaGetLastError();
