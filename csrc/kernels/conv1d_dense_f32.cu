@@ -84,12 +84,7 @@ __device__ __forceinline__ void multiply_stage(const float* As, const float* Bs,
       const float4 a1 = *reinterpret_cast<const float4*>(As + kk * kPitch + 64 + tm * 4);
       const float4 b0 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + tn * 4);
       const float4 b1 = *reinterpret_cast<const float4*>(Bs + kk * kPitch + 64 + tn * 4);
-      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+      tc::ffma_8x8(acc, a0, a1, b0, b1);
     }
   }
 }

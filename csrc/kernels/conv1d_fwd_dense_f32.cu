@@ -318,24 +318,14 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
             const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
             const float4 x0 = *reinterpret_cast<const float4*>(xk + c * q.xp);
             const float4 x1 = *reinterpret_cast<const float4*>(xk + c * q.xp + 64);
-            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float bv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-              for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+            ffma_8x8(acc, a0, a1, x0, x1);
           }
         } else {
 #pragma unroll 4
           for (int c = 0; c < CC; ++c) {
             const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
             const float* xr = xk + c * q.xp;
-            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float bv[8] = {xr[0], xr[1], xr[2], xr[3], xr[64], xr[65], xr[66], xr[67]};
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-#pragma unroll
-              for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+            ffma_8x8(acc, a0, a1, make_float4(xr[0], xr[1], xr[2], xr[3]), make_float4(xr[64], xr[65], xr[66], xr[67]));
           }
         }
       }

@@ -107,5 +107,16 @@ __device__ __forceinline__ void load8_contig(const unsigned short* base, int64_t
   out[0] = w[0]; out[1] = w[1]; out[2] = w[2]; out[3] = w[3];
 }
 
+// IEEE fp32: acc[i * 8 + jn] += a[i] * b[jn], an 8 x 8 register tile from rows a = (a0, a1) and columns b = (b0, b1)
+// (the FFMA inner step of both fp32 dense kernels).
+__device__ __forceinline__ void ffma_8x8(float* acc, float4 a0, float4 a1, float4 b0, float4 b1) {
+  const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+  const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int jn = 0; jn < 8; ++jn) acc[i * 8 + jn] = fmaf(av[i], bv[jn], acc[i * 8 + jn]);
+}
+
 }  // namespace tc
 }  // namespace convkit
