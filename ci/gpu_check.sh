@@ -12,6 +12,9 @@
 #                                        # (ci/profile_cases.py): $OUT/ncu.txt
 #   bash ci/gpu_check.sh wgrad           # only the dense grad-weight harness (ci/dense_wgrad_check.cu: wgmma
 #                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
+#   bash ci/gpu_check.sh tf32proto       # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu: small
+#                                        # shapes against float64, then suite shapes timed beside the package's
+#                                        # window kernel) into tf32proto.log; TF32PROTO_ARGS="--only NAME"
 #   bash ci/gpu_check.sh tma             # only the TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu,
 #                                        # ci/dense_mma_check.cu --tma: every case with x by TMA and by cp.async,
 #                                        # w2v_k3s2 with other tile shapes (CONVKIT_TMA_SHAPE; TMA_ONLY picks other
@@ -56,6 +59,14 @@ if [ "$what" = wgrad ]; then
     && timeout 300 /tmp/wgrad > "$OUT/wgrad.log" 2>&1
   rc=$?
   grep -E "TIME|FAIL|cases" "$OUT/wgrad.log"
+  exit $rc
+fi
+if [ "$what" = tf32proto ]; then  # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu) into tf32proto.log
+  (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -lineinfo -I csrc ci/tf32_wgmma_proto.cu \
+     csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu -o /tmp/tf32wg) \
+    && timeout 300 /tmp/tf32wg ${TF32PROTO_ARGS:-} > "$OUT/tf32proto.log" 2>&1
+  rc=$?
+  grep -E "TIME|FAIL|err|passed|not supported" "$OUT/tf32proto.log"
   exit $rc
 fi
 if [ "$what" = tma ]; then
