@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
       }
     }
     wg::commit();
-    wg::wait<1>();  // stage gs - 1's calls are done: its (A, B) buffer, (gs + 2) % 3, is free after the next barrier
+    wg::wait<1>();  // stage gs - 1's calls are done (this warpgroup); buffer (gs + 1) % 3 was last read by gs - 2's
     issue_a(gs + 1);
     issue_raw(gs + 2);
 
