@@ -62,11 +62,21 @@ if [ "$what" = wgrad ]; then
   exit $rc
 fi
 if [ "$what" = tf32proto ]; then  # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu) into tf32proto.log
-  (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -lineinfo -I csrc ci/tf32_wgmma_proto.cu \
-     csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu -o /tmp/tf32wg) \
-    && timeout 300 /tmp/tf32wg ${TF32PROTO_ARGS:-} > "$OUT/tf32proto.log" 2>&1
-  rc=$?
-  grep -E "TIME|FAIL|err|passed|not supported" "$OUT/tf32proto.log"
+  # two builds: the current one, and session 26's first version (PROTO_V1=1) for comparison
+  for v in 0 1; do
+    (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DPROTO_V1=$v -lineinfo -I csrc \
+       ci/tf32_wgmma_proto.cu csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu \
+       -o /tmp/tf32wg$v > /tmp/tf32wg$v.build 2>&1) &
+  done
+  wait
+  rc=0
+  for v in 0 1; do
+    echo "== PROTO_V1=$v"
+    if [ -x /tmp/tf32wg$v ]; then timeout 200 /tmp/tf32wg$v ${TF32PROTO_ARGS:-}; echo "exit $?"
+    else cat /tmp/tf32wg$v.build; echo "build failed"; fi
+  done > "$OUT/tf32proto.log" 2>&1
+  grep -q "exit 0" "$OUT/tf32proto.log" || rc=1
+  grep -E "^== |exit|TIME|FAIL|err|passed|not supported|build failed" "$OUT/tf32proto.log"
   exit $rc
 fi
 if [ "$what" = tma ]; then

@@ -1,4 +1,4 @@
-// PROTOTYPE (session 26, written without a GPU, not yet run): a TF32 dense conv1d forward on Hopper's wgmma, timed
+// PROTOTYPE (session 26, written without a GPU; session 27: PROTO_V1=0 prefetch / transposition / realignment fixes): a TF32 dense conv1d forward on Hopper's wgmma, timed
 // against the package's window-staged mma.sync kernel (csrc/kernels/conv1d_fwd_dense_f32.cu) on the suite shapes.
 // Not part of the package build; it moves into csrc/kernels/ once it is correct and faster. Why (benchmarks/NOTES.md,
 // session 26): the mma.sync kernel's small stages and 128 x 128 tiles leave its time to per-stage latency and to
@@ -43,6 +43,10 @@
 
 using namespace convkit;
 
+#ifndef PROTO_V1
+#define PROTO_V1 0  // 1: session 26's first version (A one stage ahead, unpadded transposition, one lead for all rows)
+#endif
+
 namespace proto {
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kCC = 16, kMaxK = 8, kRing = 3;
@@ -50,8 +54,9 @@ constexpr int kThreads = 256, kBM = 128, kBN = 128, kCC = 16, kMaxK = 8, kRing =
 struct Plan {
   int k, s, d;
   int span;       // window positions the tile's outputs read: 127 S + (K - 1) D + 1
-  int lead;       // raw index of window position 0 (16-byte path: positions before it loaded to align)
+  int lead;       // PROTO_V1: raw index of window position 0 (16-byte path: positions before it loaded to align)
   int wr;         // floats per raw channel row (multiple of 4)
+  int span8;      // span rounded up to 8 (transposition units per channel group)
   int wq;         // B rows per phase
   int vec;        // 16-byte raw copies
   int a_floats;   // K * 16 * 128
@@ -133,6 +138,8 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     divmod(rest, q.j_tiles, b, jt);
     j0 = jt * kBN;
   };
+  int* const leads0 = reinterpret_cast<int*>(raw0 + kRing * q.raw_bytes);  // [ring][16]: raw index of position 0
+#if PROTO_V1
   auto issue_a = [&](int64_t s) {  // stage s's weights into (A, B) buffer s % 3 (one commit group, maybe empty)
     if (s < total) {
       int64_t b, j0, g, mt, ch;
@@ -143,7 +150,23 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     }
     cp_async_commit();
   };
-  auto issue_raw = [&](int64_t s) {  // stage s's raw x window into raw buffer s % 3 (one commit group)
+#else
+  // stage s's weights into (A, B) buffer s % 3, each warpgroup only its own 64 rows (the rows its own wgmma calls
+  // read, so its own wait for stage s - 3's calls makes the buffer free); no commit (issue_stage commits)
+  auto issue_a = [&](int64_t s) {
+    if (s < total) {
+      int64_t b, j0, g, mt, ch;
+      coords(s, b, j0, g, mt, ch);
+      const float* src = wpack + ((g * q.m_tiles + mt) * q.chunks + ch) * q.a_floats;
+      unsigned char* dst = smem + (s % kRing) * q.ab_bytes;
+      for (int u = tid & 127; u < q.a_floats / 8; u += 128) {
+        const int off = (u >> 6) * kBM + wgi * 64 + (u & 63);  // 16-byte row of (tap, channel group) u / 64
+        cp_async16(dst + 16 * off, src + 4 * off, 16);
+      }
+    }
+  };
+#endif
+  auto issue_raw = [&](int64_t s) {  // stage s's raw x window into raw buffer s % 3 (PROTO_V1: one commit group)
     if (s < total) {
       int64_t b, j0, g, mt, ch;
       coords(s, b, j0, g, mt, ch);
@@ -155,7 +178,15 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         const float* row = x + b * p.x_stride_b + (g * q.cin_g + ci) * p.x_stride_c;
         float* dst = dst0 + r * q.wr;
         if (q.vec) {
+#if PROTO_V1
           const int64_t g0 = p0 - q.lead;  // a multiple of 4
+#else
+          // this row's lead: the raw row starts at the 16-byte boundary at or before position 0, so rows of any
+          // alignment (w2v_k3s2's L 49999) take 16-byte copies in their interior
+          const int lead = static_cast<int>((static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) >> 2) + p0) & 3);
+          if (lane == 0) leads0[(s % kRing) * kCC + r] = lead;
+          const int64_t g0 = p0 - lead;
+#endif
           for (int u = lane; u < q.wr / 4; u += 32) {
             const int64_t pos = g0 + 4 * u;
             if (c_ok && pos >= 0 && pos + 4 <= p.in_length) {
@@ -171,6 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
             }
           }
         } else {
+          if (lane == 0) leads0[(s % kRing) * kCC + r] = 0;
           for (int t = lane; t < q.span; t += 32) {
             const int64_t pos = p0 + t;
             const bool ok = c_ok && pos >= 0 && pos < p.in_length;
@@ -179,17 +211,33 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         }
       }
     }
+#if PROTO_V1
     cp_async_commit();
+#endif
   };
   // raw(s) -> B(s): unit (cg, t): 4 channels of window position t, rounded, as one 16-byte row
   auto transpose = [&](int64_t s) {
-    const float* src = reinterpret_cast<const float*>(raw0 + (s % kRing) * q.raw_bytes) + q.lead;
     const uint32_t dst = smem0 + (s % kRing) * q.ab_bytes + q.a_floats * 4;
+#if PROTO_V1
+    const float* src = reinterpret_cast<const float*>(raw0 + (s % kRing) * q.raw_bytes) + q.lead;
     for (int u = tid; u < 4 * q.span; u += kThreads) {
       const int cg = u / q.span, t = u - cg * q.span;
       const float* c0 = src + cg * 4 * q.wr + t;
       const uint32_t v0 = tf32_round_bits(c0[0]), v1 = tf32_round_bits(c0[q.wr]);
       const uint32_t v2 = tf32_round_bits(c0[2 * q.wr]), v3 = tf32_round_bits(c0[3 * q.wr]);
+#else
+    // units of a channel group padded to span8, so every quarter warp starts at t = 0 mod 8: its 8 rows fall in 8
+    // different 16-byte bank groups (make_plan's wq) at any stride
+    const float* src = reinterpret_cast<const float*>(raw0 + (s % kRing) * q.raw_bytes);
+    const int* ld = leads0 + (s % kRing) * kCC;
+    for (int u = tid; u < 4 * q.span8; u += kThreads) {
+      const int cg = u / q.span8, t = u - cg * q.span8;
+      if (t >= q.span) continue;
+      const float* c0 = src + cg * 4 * q.wr + t;
+      const uint32_t v0 = tf32_round_bits(c0[ld[4 * cg]]), v1 = tf32_round_bits(c0[q.wr + ld[4 * cg + 1]]);
+      const uint32_t v2 = tf32_round_bits(c0[2 * q.wr + ld[4 * cg + 2]]);
+      const uint32_t v3 = tf32_round_bits(c0[3 * q.wr + ld[4 * cg + 3]]);
+#endif
       const int row = (t % S) * q.wq + t / S;
       tc::sts128(dst + (cg * S * q.wq + row) * 16, v0, v1, v2, v3);
     }
@@ -199,12 +247,22 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
 
+#if PROTO_V1
   issue_a(0);
   issue_raw(0);
   issue_raw(1);
+#else
+  auto issue_stage = [&](int64_t s) {  // A(s) and raw(s): one commit group (empty past the block's last stage)
+    issue_a(s);
+    issue_raw(s);
+    cp_async_commit();
+  };
+  issue_stage(0);
+  issue_stage(1);
+#endif
 #pragma unroll 1
   for (int64_t gs = 0; gs < total; ++gs) {
-    cp_async_wait<1>();  // A(gs) and raw(gs) have landed; raw(gs + 1) may still be on its way
+    cp_async_wait<1>();  // A(gs) and raw(gs) have landed; stage gs + 1's copies may still be on their way
     __syncthreads();
     transpose(gs);
     wg::fence_proxy_async();  // this thread's cp.async and st.shared writes, for the wgmma reads
@@ -228,9 +286,16 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
       }
     }
     wg::commit();
+#if PROTO_V1
     wg::wait<1>();  // stage gs - 1's calls are done (this warpgroup); buffer (gs + 1) % 3 was last read by gs - 2's
     issue_a(gs + 1);
     issue_raw(gs + 2);
+#else
+    // stage gs - 1's calls are done (this warpgroup): A buffer (gs + 2) % 3's rows of this warpgroup are free; raw
+    // buffer (gs + 2) % 3 was last read by transpose(gs - 1), before this stage's first barrier
+    wg::wait<1>();
+    issue_stage(gs + 2);
+#endif
 
     int64_t b, j0, g, mt, ch;
     coords(gs, b, j0, g, mt, ch);
@@ -283,13 +348,23 @@ bool make_plan(const Conv1dParams& p, Plan& q) {
   const auto aligned = [](const void* ptr, int64_t sb, int64_t sc) {
     return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && sb % 4 == 0 && sc % 4 == 0;
   };
+#if PROTO_V1
   q.vec = p.x_stride_l == 1 && aligned(p.x, p.x_stride_b, p.x_stride_c);
+#else
+  q.vec = p.x_stride_l == 1 && reinterpret_cast<uintptr_t>(p.x) % 4 == 0;  // rows realigned one by one
+  (void)aligned;
+#endif
   q.lead = 0;
   if (q.vec) {  // j0 * S is a multiple of 4 (j0 a multiple of 128), so the lead is the same for every tile
     const int64_t o = (-p.pad_left) % 4;
     q.lead = static_cast<int>(o < 0 ? o + 4 : o);
   }
+#if PROTO_V1
   q.wr = round_up4(q.lead + q.span);
+#else
+  q.wr = round_up4((q.vec ? 3 : 0) + q.span);  // each row's own lead (0..3) before position 0
+#endif
+  q.span8 = (q.span + 7) / 8 * 8;
   // B rows per phase: >= ceil(span / S), chosen so that the 8 rows lanes 0..7 of a warp write (t = 0..7) fall in 8
   // different 16-byte bank groups (conflict-free transposing stores)
   // (none exists for some strides, e.g. 6: then the first one, with conflicts)
@@ -312,7 +387,7 @@ bool make_plan(const Conv1dParams& p, Plan& q) {
   q.b_bytes = 4 * q.s * q.wq * 16;
   q.ab_bytes = q.a_floats * 4 + q.b_bytes;
   q.raw_bytes = kCC * q.wr * 4;
-  q.smem_bytes = kRing * (q.ab_bytes + q.raw_bytes);
+  q.smem_bytes = kRing * (q.ab_bytes + q.raw_bytes + kCC * 4);
   if (q.smem_bytes > smem_optin_bytes()) return false;
   q.chunks = ceil_div(q.cin_g, int64_t{kCC});
   q.m_tiles = ceil_div(q.cout_g, int64_t{kBM});
