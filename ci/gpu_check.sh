@@ -14,7 +14,8 @@
 #                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
 #   bash ci/gpu_check.sh tf32proto       # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu: small
 #                                        # shapes against float64, then suite shapes timed beside the package's
-#                                        # window kernel) into tf32proto.log; TF32PROTO_ARGS="--only NAME"
+#                                        # window kernel; five builds, see below) into tf32proto.log;
+#                                        # TF32PROTO_ARGS="--only NAME", TF32PROTO_NCU=1 (ncu.log)
 #   bash ci/gpu_check.sh tma             # only the TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu,
 #                                        # ci/dense_mma_check.cu --tma: every case with x by TMA and by cp.async,
 #                                        # w2v_k3s2 with other tile shapes (CONVKIT_TMA_SHAPE; TMA_ONLY picks other
@@ -62,21 +63,38 @@ if [ "$what" = wgrad ]; then
   exit $rc
 fi
 if [ "$what" = tf32proto ]; then  # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu) into tf32proto.log
-  # two builds: the current one, and session 26's first version (PROTO_V1=1) for comparison
-  for v in 0 1; do
-    (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -DPROTO_V1=$v -lineinfo -I csrc \
+  # builds: v0 the current one, v1 session 26's first version (PROTO_V1=1), e1..e3 the current one with one part left
+  # out (PROTO_EXP, timings only; TF32PROTO_EXP="" skips them). TF32PROTO_NCU=1: then Nsight Compute source
+  # counters of the current build's kernel and of the package's window kernel on kb76 (ncu.log).
+  builds="v0 v1 ${TF32PROTO_EXP-e1 e2 e3}"
+  for v in $builds; do
+    case $v in v1) def=-DPROTO_V1=1 ;; e*) def=-DPROTO_EXP=${v#e} ;; *) def= ;; esac
+    (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A $def -lineinfo -I csrc \
        ci/tf32_wgmma_proto.cu csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu \
        -o /tmp/tf32wg$v > /tmp/tf32wg$v.build 2>&1) &
   done
   wait
   rc=0
-  for v in 0 1; do
-    echo "== PROTO_V1=$v"
+  for v in $builds; do
+    echo "== build $v"
     if [ -x /tmp/tf32wg$v ]; then timeout 200 /tmp/tf32wg$v ${TF32PROTO_ARGS:-}; echo "exit $?"
     else cat /tmp/tf32wg$v.build; echo "build failed"; fi
   done > "$OUT/tf32proto.log" 2>&1
   grep -q "exit 0" "$OUT/tf32proto.log" || rc=1
   grep -E "^== |exit|TIME|FAIL|err|passed|not supported|build failed" "$OUT/tf32proto.log"
+  if [ "${TF32PROTO_NCU:-0}" = 1 ]; then
+    for k in proto::fwd_kernel f32_window_kernel; do
+      echo "== ncu $k"
+      ncu --clock-control none -k "regex:$k" -c 1 --import-source yes --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
+        -o /tmp/tf32ncu_${k#*::} -f /tmp/tf32wgv0 --only kb76_dense_s3d4 > /dev/null 2>&1
+      ncu -i /tmp/tf32ncu_${k#*::}.ncu-rep --print-details all 2>&1 | grep -v "^    ---" | sed -e 's/  */ /g' |
+        grep -E "^ |Duration|Throughput|Registers|Achieved Occupancy|Warp Cycles Per|Issue Slots|Ipc|Bank|Waves" | head -40
+      ncu -i /tmp/tf32ncu_${k#*::}.ncu-rep --page source --csv --print-source sass > /tmp/tf32ncu_${k#*::}.csv 2>&1
+      python3 "$repo/ci/ncu_source_top.py" /tmp/tf32ncu_${k#*::}.csv 30
+    done > "$OUT/ncu.log" 2>&1
+    grep -E "^== |Duration|Warp Cycles Per|stall samples by" "$OUT/ncu.log"
+  fi
   exit $rc
 fi
 if [ "$what" = tma ]; then

@@ -47,6 +47,12 @@ using namespace convkit;
 #define PROTO_V1 0  // 1: session 26's first version (A one stage ahead, unpadded transposition, one lead for all rows)
 #endif
 
+// Timing experiments (PROTO_V1=0 only; the results are wrong by design): 1 leaves out the transposition, 2 the
+// wgmma calls, 3 the copies (A and raw).
+#ifndef PROTO_EXP
+#define PROTO_EXP 0
+#endif
+
 namespace proto {
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kCC = 16, kMaxK = 8, kRing = 3;
@@ -253,8 +259,10 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
   issue_raw(1);
 #else
   auto issue_stage = [&](int64_t s) {  // A(s) and raw(s): one commit group (empty past the block's last stage)
-    issue_a(s);
-    issue_raw(s);
+    if (PROTO_EXP != 3) {
+      issue_a(s);
+      issue_raw(s);
+    }
     cp_async_commit();
   };
   issue_stage(0);
@@ -264,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
   for (int64_t gs = 0; gs < total; ++gs) {
     cp_async_wait<1>();  // A(gs) and raw(gs) have landed; stage gs + 1's copies may still be on their way
     __syncthreads();
-    transpose(gs);
+    if (PROTO_EXP != 1) transpose(gs);
     wg::fence_proxy_async();  // this thread's cp.async and st.shared writes, for the wgmma reads
     __syncthreads();
     wg::fence_acc(acc);
@@ -281,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         for (int s8 = 0; s8 < 2; ++s8) {
           const uint64_t da = wg::smem_desc(a_base + ((k * 4 + 2 * s8) * kBM + wgi * 64) * 16, kBM * 16, 128);
           const uint64_t db = wg::smem_desc(b_base + (2 * s8) * b_lbo + rb * 16, b_lbo, 128);
-          mma_m64n128k8_tf32(acc, da, db);
+          if (PROTO_EXP != 2) mma_m64n128k8_tf32(acc, da, db);
         }
       }
     }
