@@ -397,11 +397,41 @@ class Block:
             self.st_wavefronts += max(banks.count(bg) for bg in set(banks))
             self.st_quarters += 1
 
+    def check_cursor(self):  # the .cu's Cur / advance (PROTO_V1=0): digits stepped by a carrying add of the grid's
+        q, p = self.q, self.p
+        def digits(tile):
+            rest, mt = divmod(tile, q['m_tiles'])
+            rest, g = divmod(rest, p['G'])
+            b, jt = divmod(rest, q['j_tiles'])
+            return [b, jt, g, mt, 0]
+        step = digits(self.grid)
+        c = digits(self.bx)
+        for s in range(self.total + 2):
+            if s < self.total:
+                b, j0, g, mt, ch = self.coords(s)
+                check(c == [b, j0 // kBN, g, mt, ch], f"stage cursor {c} != coords {b, j0 // kBN, g, mt, ch} at {s}")
+            c[4] += 1
+            if c[4] < q['chunks']:
+                continue
+            c[4] = 0
+            c[3] += step[3]
+            carry = int(c[3] >= q['m_tiles'])
+            c[3] -= carry * q['m_tiles']
+            c[2] += step[2] + carry
+            carry = int(c[2] >= p['G'])
+            c[2] -= carry * p['G']
+            c[1] += step[1] + carry
+            carry = int(c[1] >= q['j_tiles'])
+            c[1] -= carry * q['j_tiles']
+            c[0] += step[0] + carry
+
     def run(self):
         q, p = self.q, self.p
         self.cur_group = []
         my_tiles = cdiv(q['num_tiles'] - self.bx, self.grid) if q['num_tiles'] > self.bx else 0
         self.total = total = my_tiles * q['chunks']
+        if not q['v1']:
+            self.check_cursor()
         fix = not q['v1']
         if fix:  # groups: {A(s), raw(s)}; A(s + 2) issued after the wgmma wait of stage s
             for s0 in range(2):

@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
 
   const int64_t my_tiles = q.num_tiles > blockIdx.x ? ceil_div(q.num_tiles - blockIdx.x, gridDim.x) : 0;
   const int64_t total = my_tiles * q.chunks;
+#if PROTO_V1
   // (tile, chunk) of stage s of this block
   auto coords = [&](int64_t s, int64_t& b, int64_t& j0, int64_t& g, int64_t& mt, int64_t& ch) {
     int64_t t, rest, jt;
@@ -144,7 +145,40 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     divmod(rest, q.j_tiles, b, jt);
     j0 = jt * kBN;
   };
+#endif
   int* const leads0 = reinterpret_cast<int*>(raw0 + kRing * q.raw_bytes);  // [ring][16]: raw index of position 0
+#if !PROTO_V1
+  // (tile, chunk) of a stage as digits, stepped one stage at a time by a carrying add of the grid's digits (no 64-bit
+  // division per stage): tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt
+  struct Cur {
+    int b, jt, g, mt, ch;
+  };
+  const int m_tiles = static_cast<int>(q.m_tiles), groups = static_cast<int>(p.groups);
+  const int j_tiles = static_cast<int>(q.j_tiles), chunks = static_cast<int>(q.chunks);
+  auto digits = [&](int64_t tile) {
+    int64_t rest, mt, g, b, jt;
+    divmod(tile, q.m_tiles, rest, mt);
+    divmod(rest, p.groups, rest, g);
+    divmod(rest, q.j_tiles, b, jt);
+    return Cur{static_cast<int>(b), static_cast<int>(jt), static_cast<int>(g), static_cast<int>(mt), 0};
+  };
+  const Cur step = digits(gridDim.x);
+  auto advance = [&](Cur& c) {
+    if (++c.ch < chunks) return;
+    c.ch = 0;
+    int carry;
+    c.mt += step.mt;
+    carry = c.mt >= m_tiles;
+    if (carry) c.mt -= m_tiles;
+    c.g += step.g + carry;
+    carry = c.g >= groups;
+    if (carry) c.g -= groups;
+    c.jt += step.jt + carry;
+    carry = c.jt >= j_tiles;
+    if (carry) c.jt -= j_tiles;
+    c.b += step.b + carry;
+  };
+#endif
 #if PROTO_V1
   auto issue_a = [&](int64_t s) {  // stage s's weights into (A, B) buffer s % 3 (one commit group, maybe empty)
     if (s < total) {
@@ -159,11 +193,9 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
 #else
   // stage s's weights into (A, B) buffer s % 3, each warpgroup only its own 64 rows (the rows its own wgmma calls
   // read, so its own wait for stage s - 3's calls makes the buffer free); no commit (issue_stage commits)
-  auto issue_a = [&](int64_t s) {
+  auto issue_a = [&](int64_t s, const Cur& c) {
     if (s < total) {
-      int64_t b, j0, g, mt, ch;
-      coords(s, b, j0, g, mt, ch);
-      const float* src = wpack + ((g * q.m_tiles + mt) * q.chunks + ch) * q.a_floats;
+      const float* src = wpack + ((int64_t{c.g} * m_tiles + c.mt) * chunks + c.ch) * q.a_floats;
       unsigned char* dst = smem + (s % kRing) * q.ab_bytes;
       for (int u = tid & 127; u < q.a_floats / 8; u += 128) {
         const int off = (u >> 6) * kBM + wgi * 64 + (u & 63);  // 16-byte row of (tap, channel group) u / 64
@@ -172,10 +204,16 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     }
   };
 #endif
-  auto issue_raw = [&](int64_t s) {  // stage s's raw x window into raw buffer s % 3 (PROTO_V1: one commit group)
+#if PROTO_V1
+  auto issue_raw = [&](int64_t s) {  // stage s's raw x window into raw buffer s % 3 (one commit group)
     if (s < total) {
       int64_t b, j0, g, mt, ch;
       coords(s, b, j0, g, mt, ch);
+#else
+  auto issue_raw = [&](int64_t s, const Cur& c) {  // stage s's raw x window into raw buffer s % 3
+    if (s < total) {
+      const int64_t b = c.b, j0 = int64_t{c.jt} * kBN, g = c.g, ch = c.ch;
+#endif
       float* dst0 = reinterpret_cast<float*>(raw0 + (s % kRing) * q.raw_bytes);
       const int64_t p0 = j0 * S - p.pad_left;  // window position 0
       for (int r = warp; r < kCC; r += kThreads / 32) {
@@ -258,15 +296,18 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
   issue_raw(0);
   issue_raw(1);
 #else
-  auto issue_stage = [&](int64_t s) {  // A(s) and raw(s): one commit group (empty past the block's last stage)
+  // A(s) and raw(s): one commit group (empty past the block's last stage); c = stage s's coordinates, stepped to s + 1
+  auto issue_stage = [&](int64_t s, Cur& c) {
     if (PROTO_EXP != 3) {
-      issue_a(s);
-      issue_raw(s);
+      issue_a(s, c);
+      issue_raw(s, c);
     }
     cp_async_commit();
+    advance(c);
   };
-  issue_stage(0);
-  issue_stage(1);
+  Cur cur_issue = digits(blockIdx.x), cur_now = cur_issue;
+  issue_stage(0, cur_issue);
+  issue_stage(1, cur_issue);
 #endif
 #pragma unroll 1
   for (int64_t gs = 0; gs < total; ++gs) {
@@ -302,11 +343,14 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     // stage gs - 1's calls are done (this warpgroup): A buffer (gs + 2) % 3's rows of this warpgroup are free; raw
     // buffer (gs + 2) % 3 was last read by transpose(gs - 1), before this stage's first barrier
     wg::wait<1>();
-    issue_stage(gs + 2);
+    issue_stage(gs + 2, cur_issue);
+    const int64_t b = cur_now.b, j0 = int64_t{cur_now.jt} * kBN, g = cur_now.g, mt = cur_now.mt, ch = cur_now.ch;
+    advance(cur_now);
 #endif
-
+#if PROTO_V1
     int64_t b, j0, g, mt, ch;
     coords(gs, b, j0, g, mt, ch);
+#endif
     if (ch + 1 < q.chunks) continue;
     // ---- epilogue of the tile: y from the accumulators ----
     wg::wait<0>();
@@ -401,6 +445,8 @@ bool make_plan(const Conv1dParams& p, Plan& q) {
   q.m_tiles = ceil_div(q.cout_g, int64_t{kBM});
   q.j_tiles = ceil_div(p.out_length, int64_t{kBN});
   q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
+  // the kernel's stage cursor holds these as int (and b + its grid step below 2^31)
+  if (p.batch >= (int64_t{1} << 30) || q.j_tiles >= (int64_t{1} << 30) || p.groups >= (int64_t{1} << 30)) return false;
   return true;
 }
 
