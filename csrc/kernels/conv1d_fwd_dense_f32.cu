@@ -198,14 +198,31 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         int off = r0 * q.wq + q0;
         const int step = dq + dr * q.wq, wrap = 1 - S * q.wq;
         int rt = r0;
-        for (int t = lane; t < q.wlen; t += 32) {
-          const bool ok = t >= t_lo && t < t_hi;
-          cp_async4(dst + off, ok ? rp + t * p.x_stride_l : x, ok ? 4 : 0);
-          off += step;
-          rt += dr;
-          if (rt >= S) {
-            rt -= S;
-            off += wrap;
+        // The whole window inside a row of unit stride (every tile but a row's first and last): no bounds, no
+        // stride multiply (the general loop's ~35 instructions a copy were most of this kernel's issue slots at
+        // S > 1). Only in the builds where it costs no spills (ptxas, sm_90a: the paired FFMA builds and the paired
+        // 16-channel TF32 build would spill; S > 1 plans pair blocks at 8 channels).
+        if ((kTF32 ? CC == 8 : kBlocks == 1) && t_lo == 0 && t_hi == q.wlen && p.x_stride_l == 1) {
+#pragma unroll 1
+          for (int t = lane; t < q.wlen; t += 32) {
+            cp_async4(dst + off, rp + t, 4);
+            off += step;
+            rt += dr;
+            if (rt >= S) {
+              rt -= S;
+              off += wrap;
+            }
+          }
+        } else {
+          for (int t = lane; t < q.wlen; t += 32) {
+            const bool ok = t >= t_lo && t < t_hi;
+            cp_async4(dst + off, ok ? rp + t * p.x_stride_l : x, ok ? 4 : 0);
+            off += step;
+            rt += dr;
+            if (rt >= S) {
+              rt -= S;
+              off += wrap;
+            }
           }
         }
       }
