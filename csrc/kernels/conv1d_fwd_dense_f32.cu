@@ -206,6 +206,14 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         int off = r0 * q.wq + q0;
         const int step = dq + dr * q.wq, wrap = 1 - S * q.wq;
         int rt = r0;
+        const auto next_position = [&]() {  // t += 32: its phase row (rt = t % S) and offset in it
+          off += step;
+          rt += dr;
+          if (rt >= S) {
+            rt -= S;
+            off += wrap;
+          }
+        };
         // The whole window inside a row of unit stride (every tile but a row's first and last): no bounds, no
         // stride multiply (the general loop's ~35 instructions a copy were most of this kernel's issue slots at
         // S > 1). Only in the builds where it costs no spills (ptxas, sm_90a: the paired FFMA builds and the paired
@@ -214,23 +222,13 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
 #pragma unroll 1
           for (int t = lane; t < q.wlen; t += 32) {
             cp_async4(dst + off, rp + t, 4);
-            off += step;
-            rt += dr;
-            if (rt >= S) {
-              rt -= S;
-              off += wrap;
-            }
+            next_position();
           }
         } else {
           for (int t = lane; t < q.wlen; t += 32) {
             const bool ok = t >= t_lo && t < t_hi;
             cp_async4(dst + off, ok ? rp + t * p.x_stride_l : x, ok ? 4 : 0);
-            off += step;
-            rt += dr;
-            if (rt >= S) {
-              rt -= S;
-              off += wrap;
-            }
+            next_position();
           }
         }
       }
