@@ -1,10 +1,10 @@
 # CPU model of ci/tf32_wgmma_proto.cu (TF32 dense conv1d forward on wgmma m64n128k8, written without a GPU).
-# Ports make_plan, pack_kernel, issue_a, issue_raw (16-byte `vec` path and element path), transpose, the wgmma
-# descriptors (built with smem_desc's encoding, decoded as the PTX ISA reads a no-swizzle K-major operand:
-# element (r, kk) at start + (r/8)*SBO + (r%8)*16 + (kk/4)*LBO + (kk%4)*4), the accumulator fragment layout
-# (PTX ISA m64nNk8 D: d[4i+2h+c] = row 16*(warp%4) + lane/4 + 8h, col 8i + 2*(lane%4) + c) and the epilogue, over
-# a byte-exact shared-memory image, in the kernel's program order (persistent blocks, three-deep rings, cp.async
-# commit groups, wgmma commit/wait groups, barriers as epochs). Checks:
+# Ports make_plan, pack_kernel, issue_a, issue_raw (16-byte `vec` path and element path), the stage cursor,
+# transpose, the wgmma descriptors (built with smem_desc's encoding, decoded as the PTX ISA reads a no-swizzle
+# K-major operand: element (r, kk) at start + (r/8)*SBO + (r%8)*16 + (kk/4)*LBO + (kk%4)*4), the accumulator
+# fragment layout (PTX ISA m64nNk8 D: d[4i+2h+c] = row 16*(warp%4) + lane/4 + 8h, col 8i + 2*(lane%4) + c) and
+# the epilogue, over a byte-exact shared-memory image, in the kernel's program order (persistent blocks, three-deep
+# rings, cp.async commit groups, wgmma commit/wait groups, barriers as epochs). Checks:
 #   * y against a direct conv1d on integer data (exact; TF32 holds small integers) and on random floats
 #     (against a direct conv of the TF32-rounded operands, fp64);
 #   * every y element written exactly once, no write outside y's logical extent;
@@ -17,9 +17,8 @@
 # cp.async data can land at issue or at the wait that retires it, and a wgmma group can read at issue or at the
 # wait that retires it: all four combinations are run (modes). Run: python3 ci/emulate_tf32_wgmma.py [CASE]
 # (about 1.5 minutes; all cases pass for the .cu as written), and python3 ci/emulate_tf32_wgmma.py --selftest
-# (deliberate bugs must be caught; the PROTO_V1=1 build's order must pass).
+# (deliberate bugs must be caught).
 # It checks the index math and ordering as ported by hand, not the PTX: keep it in step with the .cu.
-import math
 import sys
 
 import numpy as np
@@ -45,7 +44,7 @@ def tf32_val(v):
 
 
 # ---- host: make_plan ---------------------------------------------------------------------------------------
-def make_plan(p, v1=False):
+def make_plan(p):
     if p['K'] < 1 or p['K'] > kMaxK or p['S'] < 1 or p['S'] > 8 or p['D'] < 1:
         return None
     q = dict(cin_g=p['Cin'] // p['G'], cout_g=p['Cout'] // p['G'], k=p['K'], s=p['S'], d=p['D'])
@@ -53,17 +52,8 @@ def make_plan(p, v1=False):
     if span > 2048:
         return None
     q['span'] = span
-    q['v1'] = v1
-    if v1:  # PROTO_V1: 16-byte copies only where every row is 16-byte aligned, one lead for all rows
-        aligned = (p['x_ptr'] % 16 == 0 and p['xsb'] % 4 == 0 and p['xsc'] % 4 == 0)
-        q['vec'] = int(p['xsl'] == 1 and aligned)
-    else:  # each row realigned by itself
-        q['vec'] = int(p['xsl'] == 1 and p['x_ptr'] % 4 == 0)
-    q['lead'] = 0
-    if q['vec']:
-        o = int(math.fmod(-p['P'], 4))  # C++ % truncates
-        q['lead'] = o + 4 if o < 0 else o
-    q['wr'] = (q['lead'] + span + 3) // 4 * 4 if v1 else ((3 if q['vec'] else 0) + span + 3) // 4 * 4
+    q['vec'] = int(p['xsl'] == 1 and p['x_ptr'] % 4 == 0)  # each row realigned by itself
+    q['wr'] = ((3 if q['vec'] else 0) + span + 3) // 4 * 4
     q['span8'] = (span + 7) // 8 * 8
     wq0 = (span + q['s'] - 1) // q['s']
     q['wq'] = wq0
@@ -190,8 +180,8 @@ class Block:
                 self.w_retire[words] = self.epoch
                 self.unfenced.append(words)
 
-    def sts128(self, addr, values, stage, thread):
-        words = self._words(addr, 16, 16)
+    def sts(self, addr, nbytes, values, stage, thread):  # st.shared of nbytes (4: a row lead, 16: a B row)
+        words = self._words(addr, nbytes, nbytes)
         self._war_check(words, thread, "st.shared")
         self.val[words] = values
         self.tag[words] = stage
@@ -200,16 +190,6 @@ class Block:
         self.w_thread[words] = thread
         self.w_fenced[words] = False
         self.unfenced.append(words)
-
-    def sts32(self, addr, value, stage, thread):
-        words = self._words(addr, 4, 4)
-        self._war_check(words, thread, "st.shared")
-        self.val[words] = value
-        self.tag[words] = stage
-        self.w_issue[words] = self.epoch
-        self.w_retire[words] = self.epoch
-        self.w_thread[words] = thread
-        self.w_fenced[words] = False
 
     def lds(self, word, stage, thread):  # generic read of one word (transpose)
         check(0 <= word < self.nw, "lds out of smem")
@@ -298,18 +278,8 @@ class Block:
                 w = tid >> 7
                 for v in range(tid & 127, q['a_floats'] // 8, 128):
                     u = (v // 64) * kBM + w * 64 + v % 64
+                    check(src + 4 * u + 4 <= len(self.wpack), "packed weight read out of range")
                     self.cp_async(dst + 16 * u, 16, self.wpack[src + 4 * u: src + 4 * u + 4], s, tid)
-
-    def issue_a(self, s):
-        q = self.q
-        if s < self.total:
-            b, j0, g, mt, ch = self.coords(s)
-            src = ((g * q['m_tiles'] + mt) * q['chunks'] + ch) * q['a_floats']
-            dst = (s % kRing) * q['ab_bytes']
-            for u in range(q['a_floats'] // 4):
-                check(src + 4 * u + 4 <= len(self.wpack), "packed weight read out of range")
-                self.cp_async(dst + 16 * u, 16, self.wpack[src + 4 * u: src + 4 * u + 4], s, u % kThreads)
-        self.cp_commit()
 
     def xread(self, b, c, pos, n):  # n consecutive elements (stride x_stride_l) of x[b, c, pos..]
         p = self.p
@@ -333,17 +303,13 @@ class Block:
                     c_ok = ci < q['cin_g']
                     c = g * q['cin_g'] + ci
                     dst = dst0 + r * q['wr'] * 4
-                    if q['vec']:
-                        if q['v1']:
-                            g0 = p0 - q['lead']
-                            check(g0 % 4 == 0, "vec window start not a multiple of 4")
-                        else:  # the row's own lead: (row address / 4 + p0) & 3
-                            row_word = p['xoff'] + b * p['xsb'] + c * p['xsc']  # x's data pointer is word xoff
-                            lead = (row_word + p0) & 3
-                            if self.mut == 'lead_plus1':
-                                lead = (lead + 1) & 3
-                            self.sts32(leads0 + 4 * r, lead, s, warp * 32)
-                            g0 = p0 - lead
+                    if q['vec']:  # the row's own lead: (row address / 4 + p0) & 3
+                        row_word = p['xoff'] + b * p['xsb'] + c * p['xsc']  # x's data pointer is word xoff
+                        lead = (row_word + p0) & 3
+                        if self.mut == 'lead_plus1':
+                            lead = (lead + 1) & 3
+                        self.sts(leads0 + 4 * r, 4, lead, s, warp * 32)
+                        g0 = p0 - lead
                         for u in range(q['wr'] // 4):
                             th = warp * 32 + u % 32
                             pos = g0 + 4 * u
@@ -359,23 +325,20 @@ class Block:
                                     v = self.xread(b, c, pos + e, 1) if ok else np.zeros(1, np.uint32)
                                     self.cp_async(dst + 16 * u + 4 * e, 4, v, s, th)
                     else:
-                        if not q['v1']:
-                            self.sts32(leads0 + 4 * r, 0, s, warp * 32)
+                        self.sts(leads0 + 4 * r, 4, 0, s, warp * 32)
                         for t in range(q['span']):
                             th = warp * 32 + t % 32
                             pos = p0 + t
                             ok = c_ok and 0 <= pos < p['L']
                             v = self.xread(b, c, pos, 1) if ok else np.zeros(1, np.uint32)
                             self.cp_async(dst + 4 * t, 4, v, s, th)
-        if q['v1']:
-            self.cp_commit()
 
     def transpose(self, s):
         q = self.q
         dst = (s % kRing) * q['ab_bytes'] + q['a_floats'] * 4
         S = q['s']
-        n = q['span'] if q['v1'] else q['span8']
-        src = (kRing * q['ab_bytes'] + (s % kRing) * q['raw_bytes']) // 4 + (q['lead'] if q['v1'] else 0)
+        n = q['span8']
+        src = (kRing * q['ab_bytes'] + (s % kRing) * q['raw_bytes']) // 4
         leads = (kRing * q['ab_bytes'] + kRing * q['raw_bytes'] + (s % kRing) * kCC * 4) // 4
         qw = {}  # (instruction, quarter warp) -> 16-byte bank groups of its stores
         for u in range(4 * n):
@@ -384,20 +347,17 @@ class Block:
             if t >= q['span']:
                 continue
             c0 = src + cg * 4 * q['wr'] + t
-            if q['v1']:
-                v = [self.lds(c0 + i * q['wr'], s, th) for i in range(4)]
-            else:
-                v = [self.lds(c0 + i * q['wr'] + int(self.lds(leads + 4 * cg + i, s, th)), s, th) for i in range(4)]
+            v = [self.lds(c0 + i * q['wr'] + int(self.lds(leads + 4 * cg + i, s, th)), s, th) for i in range(4)]
             v = tf32_bits(np.array(v, np.uint32).view(np.float32))
             row = (t % S) * q['wq'] + t // S
             addr = dst + (cg * S * q['wq'] + row) * 16
             qw.setdefault((u // kThreads, (u % kThreads) // 8), []).append((addr // 16) % 8)
-            self.sts128(addr, v, s, th)
+            self.sts(addr, 16, v, s, th)
         for banks in qw.values():  # a quarter warp's 16-byte stores: one wavefront when their bank groups differ
             self.st_wavefronts += max(banks.count(bg) for bg in set(banks))
             self.st_quarters += 1
 
-    def check_cursor(self):  # the .cu's Cur / advance (PROTO_V1=0): digits stepped by a carrying add of the grid's
+    def check_cursor(self):  # the .cu's Cur / advance: digits stepped by a carrying add of the grid's
         q, p = self.q, self.p
         def digits(tile):
             rest, mt = divmod(tile, q['m_tiles'])
@@ -430,18 +390,11 @@ class Block:
         self.cur_group = []
         my_tiles = cdiv(q['num_tiles'] - self.bx, self.grid) if q['num_tiles'] > self.bx else 0
         self.total = total = my_tiles * q['chunks']
-        if not q['v1']:
-            self.check_cursor()
-        fix = not q['v1']
-        if fix:  # groups: {A(s), raw(s)}; A(s + 2) issued after the wgmma wait of stage s
-            for s0 in range(2):
-                self.issue_a_own_rows(s0)
-                self.issue_raw(s0)
-                self.cp_commit()
-        else:
-            self.issue_a(0)
-            self.issue_raw(0)
-            self.issue_raw(1)
+        self.check_cursor()
+        for s0 in range(2):  # groups: {A(s), raw(s)}; A(s + 2) issued after the wgmma wait of stage s
+            self.issue_a_own_rows(s0)
+            self.issue_raw(s0)
+            self.cp_commit()
         for gs in range(total):
             self.cp_wait(2 if self.mut == 'cp_wait2' else 1)
             self.barrier()
@@ -465,13 +418,9 @@ class Block:
             self.wg_commit()
             if self.mut != 'no_wg_wait1':
                 self.wg_wait(1)
-            if fix:
-                self.issue_a_own_rows(gs + 2)
-                self.issue_raw(gs + 2)
-                self.cp_commit()
-            else:
-                self.issue_a(gs + 1)
-                self.issue_raw(gs + 2)
+            self.issue_a_own_rows(gs + 2)
+            self.issue_raw(gs + 2)
+            self.cp_commit()
             b, j0, g, mt, ch = self.coords(gs)
             if ch + 1 < q['chunks']:
                 continue
@@ -542,7 +491,7 @@ def run_case(name, B, Cin, Cout, K, L, S, D, P, G, Lout=None, sms=2, x_layout='b
     p = dict(B=B, Cin=Cin, Cout=Cout, K=K, L=L, S=S, D=D, P=P, G=G, Lout=Lout, x_ptr=x_base, x_base=0,
              xsb=xsb, xsc=xsc, xsl=xsl, xoff=xoff, wso=cin_g * K, wsi=K, wsk=1, ysb=ysb, ysc=ysc, ysl=ysl,
              yoff=yoff, bias=bias)
-    q = make_plan(p, v1=mut == 'v1')
+    q = make_plan(p)
     if q is None:
         print(f"{name:24s} not supported by the plan")
         return True
@@ -586,7 +535,7 @@ def run_case(name, B, Cin, Cout, K, L, S, D, P, G, Lout=None, sms=2, x_layout='b
             ok_all = False
         if quiet:
             continue
-        print(f"{name:24s} plan span {q['span']:4d} wq {q['wq']:4d} wr {q['wr']:4d} lead {q['lead']} vec {q['vec']} "
+        print(f"{name:24s} plan span {q['span']:4d} wq {q['wq']:4d} wr {q['wr']:4d} vec {q['vec']} "
               f"smem {q['smem_bytes']:6d} tiles {q['num_tiles']:3d} grid {grid}  cp_late {int(cp_late)} "
               f"mma_late {int(mma_late)}: {res}; transposing stores {wavefronts / max(quarters, 1):.2f} "
               f"wavefronts per quarter warp")
@@ -620,8 +569,7 @@ CASES = [
     ("main_small_g2_d2", 1, 32, 80, 5, 777, 1, 2, 4, 2, dict(sms=3, modes=((True, True), (False, False)))),
 ]
 
-# Self test: each deliberate bug must make the model fail (run with --selftest); then session 26's first version
-# ('v1': A copied by all threads one stage ahead, raw windows in their own groups, one lead for all rows) must pass.
+# Self test: each deliberate bug must make the model fail (run with --selftest).
 MUTANTS = ['swap_lbo_sbo', 'cp_wait2', 'no_proxy_fence', 'no_wg_wait1', 'lead_plus1']
 
 if __name__ == "__main__":
@@ -633,9 +581,6 @@ if __name__ == "__main__":
                                   modes=((True, True), (False, False)))
             print(f"mutant {m:16s}: {'caught' if caught else 'NOT caught'}")
             bad += not caught
-        # session 26's first version (PROTO_V1=1: A one stage ahead, one lead for all rows) must pass too
-        for c in CASES[:6]:
-            bad += not run_case(c[0] + "+v1", *c[1:10], mut='v1', **c[10])
         sys.exit(1 if bad else 0)
     fails = 0
     for c in CASES:

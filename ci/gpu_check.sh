@@ -14,7 +14,7 @@
 #                                        # kernel against a reference and the mma.sync kernel) into wgrad.log
 #   bash ci/gpu_check.sh tf32proto       # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu: small
 #                                        # shapes against float64, then suite shapes timed beside the package's
-#                                        # window kernel; five builds, see below) into tf32proto.log;
+#                                        # window kernel; up to five builds, see below) into tf32proto.log;
 #                                        # TF32PROTO_ARGS="--only NAME", TF32PROTO_NCU=1 (ncu.log)
 #   bash ci/gpu_check.sh tma             # only the TMA-fed wgmma forward (kernels/conv1d_fwd_dense_tma.cu,
 #                                        # ci/dense_mma_check.cu --tma: every case with x by TMA and by cp.async,
@@ -63,13 +63,13 @@ if [ "$what" = wgrad ]; then
   exit $rc
 fi
 if [ "$what" = tf32proto ]; then  # only the TF32 wgmma forward prototype (ci/tf32_wgmma_proto.cu) into tf32proto.log
-  # builds: v0 the current one, v1 session 26's first version (PROTO_V1=1), e1..e4 the current one with one part left
-  # out (PROTO_EXP, timings only; TF32PROTO_EXP="" builds v0 alone). TF32PROTO_NCU=1: then Nsight Compute source
+  # builds: v0 the prototype, e1..e4 the same with one part left out (PROTO_EXP, timings only; TF32PROTO_EXP=""
+  # builds v0 alone). TF32PROTO_NCU=1: then Nsight Compute source
   # counters of the kernels TF32PROTO_NCU_KERNELS (regexes; default the prototype's, f32_window_kernel = the
   # package's) on TF32PROTO_NCU_CASES (default kb76_dense_s3d4 w2v_k3s2), into ncu.log.
-  builds="v0 ${TF32PROTO_EXP-v1 e1 e2 e3 e4}"
+  builds="v0 ${TF32PROTO_EXP-e1 e2 e3 e4}"
   for v in $builds; do
-    case $v in v1) def=-DPROTO_V1=1 ;; e*) def=-DPROTO_EXP=${v#e} ;; *) def= ;; esac
+    case $v in e*) def=-DPROTO_EXP=${v#e} ;; *) def= ;; esac
     (cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A $def -lineinfo -I csrc \
        ci/tf32_wgmma_proto.cu csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu \
        -o /tmp/tf32wg$v > /tmp/tf32wg$v.build 2>&1) &
@@ -87,10 +87,12 @@ if [ "$what" = tf32proto ]; then  # only the TF32 wgmma forward prototype (ci/tf
     for k in ${TF32PROTO_NCU_KERNELS:-^fwd_kernel$}; do for c in ${TF32PROTO_NCU_CASES:-kb76_dense_s3d4 w2v_k3s2}; do
       echo "== ncu $k $c"; n=$(echo "$k$c" | tr -cd 'a-z0-9_')
       ncu --clock-control none -k "regex:$k" -c 1 --import-source yes --section SpeedOfLight --section Occupancy \
-        --section LaunchStats --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
-        --section ComputeWorkloadAnalysis -o /tmp/tf32ncu_$n -f /tmp/tf32wgv0 --only $c > /dev/null 2>&1
+        --section LaunchStats --section WarpStateStats --section SourceCounters \
+        --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis -o /tmp/tf32ncu_$n -f \
+        /tmp/tf32wgv0 --only $c > /dev/null 2>&1
       ncu -i /tmp/tf32ncu_$n.ncu-rep --print-details all 2>&1 | grep -v "^    ---" | sed -e 's/  */ /g' |
-        grep -E "^ |Duration|Throughput|Registers|Achieved Occupancy|Warp Cycles Per|Issue Slots|Ipc|Bank|Waves" | head -40
+        grep -E "^ |Duration|Throughput|Registers|Achieved Occupancy|Warp Cycles Per|Issue Slots|Ipc|Bank|Waves" |
+        head -40
       ncu -i /tmp/tf32ncu_$n.ncu-rep --page source --csv --print-source sass > /tmp/tf32ncu_$n.csv 2>&1
       python3 "$repo/ci/ncu_source_top.py" /tmp/tf32ncu_$n.csv 30
     done; done > "$OUT/ncu.log" 2>&1

@@ -1,11 +1,13 @@
-// PROTOTYPE (session 26, written without a GPU; session 27: PROTO_V1=0 prefetch / transposition / realignment fixes): a TF32 dense conv1d forward on Hopper's wgmma, timed
-// against the package's window-staged mma.sync kernel (csrc/kernels/conv1d_fwd_dense_f32.cu) on the suite shapes.
+// PROTOTYPE (session 26; first run and reworked in session 27, still slower than the package's kernel, see
+// benchmarks/NOTES.md): a TF32 dense conv1d forward on Hopper's wgmma, timed against the package's window-staged
+// mma.sync kernel (csrc/kernels/conv1d_fwd_dense_f32.cu) on the suite shapes.
 // Not part of the package build; it moves into csrc/kernels/ once it is correct and faster. Why (benchmarks/NOTES.md,
 // session 26): the mma.sync kernel's small stages and 128 x 128 tiles leave its time to per-stage latency and to
 // copies (kb76: 7.0 ms without copies, 9.8 ms without MMAs, 12.4 ms with both).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -I csrc ci/tf32_wgmma_proto.cu \
-//        csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu -o /tmp/tf32wg && /tmp/tf32wg [--only NAME]
+//        csrc/kernels/conv1d_fwd_dense_f32.cu csrc/kernels/conv1d_dense_f32.cu -o /tmp/tf32wg
+//   /tmp/tf32wg [--only NAME]
 //
 // out[co, j] = sum over ci, k of w[g*Cout_g + co, ci, k] * x[b, g*Cin_g + ci, j*S + k*D - P], per block a 128 (co)
 // x 128 (j) tile of one batch row and group; two warpgroups, each 64 rows, m64n128k8 TF32 wgmma calls with both
@@ -14,14 +16,16 @@
 //   * A, the stage's weights, packed once per call (pack kernel below) into the exact shared image, rounded to TF32:
 //     [tap k][channel group cg of 4][128 rows][4 channels] (16-byte rows = the no-swizzle K-major core matrices:
 //     LBO 2048 bytes between the two channel groups of a k8 step, SBO 128 bytes between 8-row groups);
-//   * the raw x window [16 channels][positions], copied as it lies in x ((B, C, L) rows: 16-byte cp.async where the
-//     rows are 16-byte aligned, else element by element), zero outside [0, L) and past Cin/groups;
+//   * the raw x window [16 channels][positions], copied as it lies in x ((B, C, L) rows of unit stride: 16-byte
+//     cp.async from the 16-byte boundary at or before the window, each row with its own lead, kept in shared memory;
+//     else element by element), zero outside [0, L) and past Cin/groups;
 //   * B, the window transposed and rounded by the block's threads: [cg][position row][4 channels], position rows
 //     phase-split (row (t % S) * wq + t / S) so that tap k of outputs n = 0..127 is 128 consecutive rows from
 //     rb[k]: its descriptor starts there (LBO S * wq * 16 bytes between the channel groups, SBO 128).
 // Rings: three (A, B) buffers and three raw windows. Stage gs: wait for its copies, barrier; transpose raw(gs) ->
 // B(gs), fence.proxy.async, barrier; issue its 2K wgmma calls (asynchronous); wait for stage gs - 1's calls; issue
-// the copies of A(gs + 1) and raw(gs + 2). So the tensor cores run stage gs while the threads transpose gs + 1.
+// the copies of A(gs + 2) (each warpgroup its own 64 rows) and raw(gs + 2), one commit group. So the tensor cores
+// run stage gs while the threads transpose gs + 1.
 // The stage sequence runs across the block's tiles (persistent blocks); a tile's last stage waits for its calls
 // and stores y from the accumulators (bias).
 #include <cuda_runtime.h>
@@ -43,11 +47,7 @@
 
 using namespace convkit;
 
-#ifndef PROTO_V1
-#define PROTO_V1 0  // 1: session 26's first version (A one stage ahead, unpadded transposition, one lead for all rows)
-#endif
-
-// Timing experiments (PROTO_V1=0 only; the results are wrong by design): 1 leaves out the transposition, 2 the
+// Timing experiments (the results are wrong by design): 1 leaves out the transposition, 2 the
 // wgmma calls, 3 the copies (A and raw; the row leads are still written), 4 the y stores.
 #ifndef PROTO_EXP
 #define PROTO_EXP 0
@@ -66,7 +66,6 @@ constexpr int kThreads = 256, kBM = 128, kBN = 128, kCC = 16, kMaxK = 8, kRing =
 struct Plan {
   int k, s, d;
   int span;       // window positions the tile's outputs read: 127 S + (K - 1) D + 1
-  int lead;       // PROTO_V1: raw index of window position 0 (16-byte path: positions before it loaded to align)
   int wr;         // floats per raw channel row (multiple of 4)
   int span8;      // span rounded up to 8 (transposition units per channel group)
   int wq;         // B rows per phase
@@ -143,20 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
 
   const int64_t my_tiles = q.num_tiles > blockIdx.x ? ceil_div(q.num_tiles - blockIdx.x, gridDim.x) : 0;
   const int64_t total = my_tiles * q.chunks;
-#if PROTO_V1
-  // (tile, chunk) of stage s of this block
-  auto coords = [&](int64_t s, int64_t& b, int64_t& j0, int64_t& g, int64_t& mt, int64_t& ch) {
-    int64_t t, rest, jt;
-    divmod(s, q.chunks, t, ch);
-    const int64_t tile = blockIdx.x + t * gridDim.x;
-    divmod(tile, q.m_tiles, rest, mt);  // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt
-    divmod(rest, p.groups, rest, g);
-    divmod(rest, q.j_tiles, b, jt);
-    j0 = jt * kBN;
-  };
-#endif
   int* const leads0 = reinterpret_cast<int*>(raw0 + kRing * q.raw_bytes);  // [ring][16]: raw index of position 0
-#if !PROTO_V1
   // (tile, chunk) of a stage as digits, stepped one stage at a time by a carrying add of the grid's digits (no 64-bit
   // division per stage): tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt
   struct Cur {
@@ -187,19 +173,6 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
     if (carry) c.jt -= j_tiles;
     c.b += step.b + carry;
   };
-#endif
-#if PROTO_V1
-  auto issue_a = [&](int64_t s) {  // stage s's weights into (A, B) buffer s % 3 (one commit group, maybe empty)
-    if (s < total) {
-      int64_t b, j0, g, mt, ch;
-      coords(s, b, j0, g, mt, ch);
-      const float* src = wpack + ((g * q.m_tiles + mt) * q.chunks + ch) * q.a_floats;
-      unsigned char* dst = smem + (s % kRing) * q.ab_bytes;
-      for (int u = tid; u < q.a_floats / 4; u += kThreads) cp_async16(dst + 16 * u, src + 4 * u, 16);
-    }
-    cp_async_commit();
-  };
-#else
   // stage s's weights into (A, B) buffer s % 3, each warpgroup only its own 64 rows (the rows its own wgmma calls
   // read, so its own wait for stage s - 3's calls makes the buffer free); no commit (issue_stage commits)
   auto issue_a = [&](int64_t s, const Cur& c) {
@@ -212,17 +185,9 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
       }
     }
   };
-#endif
-#if PROTO_V1
-  auto issue_raw = [&](int64_t s) {  // stage s's raw x window into raw buffer s % 3 (one commit group)
-    if (s < total) {
-      int64_t b, j0, g, mt, ch;
-      coords(s, b, j0, g, mt, ch);
-#else
   auto issue_raw = [&](int64_t s, const Cur& c) {  // stage s's raw x window into raw buffer s % 3
     if (s < total) {
       const int64_t b = c.b, j0 = int64_t{c.jt} * kBN, g = c.g, ch = c.ch;
-#endif
       float* dst0 = reinterpret_cast<float*>(raw0 + (s % kRing) * q.raw_bytes);
       const int64_t p0 = j0 * S - p.pad_left;  // window position 0
       for (int r = warp; r < kCC; r += kThreads / 32) {
@@ -231,15 +196,11 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         const float* row = x + b * p.x_stride_b + (g * q.cin_g + ci) * p.x_stride_c;
         float* dst = dst0 + r * q.wr;
         if (q.vec) {
-#if PROTO_V1
-          const int64_t g0 = p0 - q.lead;  // a multiple of 4
-#else
           // this row's lead: the raw row starts at the 16-byte boundary at or before position 0, so rows of any
           // alignment (w2v_k3s2's L 49999) take 16-byte copies in their interior
           const int lead = static_cast<int>((static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) >> 2) + p0) & 3);
           if (lane == 0) leads0[(s % kRing) * kCC + r] = lead;
           const int64_t g0 = p0 - lead;
-#endif
           for (int u = lane; u < q.wr / 4; u += 32) {
             const int64_t pos = g0 + 4 * u;
             if (c_ok && pos >= 0 && pos + 4 <= p.in_length) {
@@ -264,24 +225,10 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         }
       }
     }
-#if PROTO_V1
-    cp_async_commit();
-#endif
   };
   // raw(s) -> B(s): unit (cg, t): 4 channels of window position t, rounded, as one 16-byte row
   auto transpose = [&](int64_t s) {
     const uint32_t dst = smem0 + (s % kRing) * q.ab_bytes + q.a_floats * 4;
-#if PROTO_V1
-    const float* src = reinterpret_cast<const float*>(raw0 + (s % kRing) * q.raw_bytes) + q.lead;
-    for (int u = tid; u < 4 * q.span; u += kThreads) {
-      const int cg = u / q.span, t = u - cg * q.span;
-      const float* c0 = src + cg * 4 * q.wr + t;
-      const uint32_t v0 = tf32_round_bits(c0[0]), v1 = tf32_round_bits(c0[q.wr]);
-      const uint32_t v2 = tf32_round_bits(c0[2 * q.wr]), v3 = tf32_round_bits(c0[3 * q.wr]);
-      const int row = (t % S) * q.wq + t / S;
-      tc::sts128(dst + (cg * S * q.wq + row) * 16, v0, v1, v2, v3);
-    }
-#else
     // units of a channel group padded to span8, so every quarter warp starts at t = 0 mod 8: its 8 rows fall in 8
     // different 16-byte bank groups (make_plan's wq) at any stride. (cg, t) and (t / S, t % S) are stepped, not
     // divided, from one unit of the thread to the next (u += 256)
@@ -309,18 +256,12 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
         if (tr < 0) tr += S, --tq;
       }
     }
-#endif
   };
 
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
 
-#if PROTO_V1
-  issue_a(0);
-  issue_raw(0);
-  issue_raw(1);
-#else
   // A(s) and raw(s): one commit group (empty past the block's last stage); c = stage s's coordinates, stepped to s + 1
   auto issue_stage = [&](int64_t s, Cur& c) {
     issue_a(s, c);
@@ -331,7 +272,6 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
   Cur cur_issue = digits(blockIdx.x), cur_now = cur_issue;
   issue_stage(0, cur_issue);
   issue_stage(1, cur_issue);
-#endif
 #pragma unroll 1
   for (int64_t gs = 0; gs < total; ++gs) {
     cp_async_wait<1>();  // A(gs) and raw(gs) have landed; stage gs + 1's copies may still be on their way
@@ -358,22 +298,12 @@ __global__ void __launch_bounds__(kThreads, 1) fwd_kernel(const Conv1dParams p, 
       }
     }
     wg::commit();
-#if PROTO_V1
-    wg::wait<1>();  // stage gs - 1's calls are done (this warpgroup); buffer (gs + 1) % 3 was last read by gs - 2's
-    issue_a(gs + 1);
-    issue_raw(gs + 2);
-#else
     // stage gs - 1's calls are done (this warpgroup): A buffer (gs + 2) % 3's rows of this warpgroup are free; raw
     // buffer (gs + 2) % 3 was last read by transpose(gs - 1), before this stage's first barrier
     wg::wait<1>();
     issue_stage(gs + 2, cur_issue);
     const int64_t b = cur_now.b, j0 = int64_t{cur_now.jt} * kBN, g = cur_now.g, mt = cur_now.mt, ch = cur_now.ch;
     advance(cur_now);
-#endif
-#if PROTO_V1
-    int64_t b, j0, g, mt, ch;
-    coords(gs, b, j0, g, mt, ch);
-#endif
     if (ch + 1 < q.chunks) continue;
     // ---- epilogue of the tile: y from the accumulators ----
     wg::wait<0>();
@@ -422,25 +352,8 @@ bool make_plan(const Conv1dParams& p, Plan& q) {
   const int64_t span = static_cast<int64_t>(kBN - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
   if (span > 2048) return false;
   q.span = static_cast<int>(span);
-  const auto aligned = [](const void* ptr, int64_t sb, int64_t sc) {
-    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && sb % 4 == 0 && sc % 4 == 0;
-  };
-#if PROTO_V1
-  q.vec = p.x_stride_l == 1 && aligned(p.x, p.x_stride_b, p.x_stride_c);
-#else
   q.vec = p.x_stride_l == 1 && reinterpret_cast<uintptr_t>(p.x) % 4 == 0;  // rows realigned one by one
-  (void)aligned;
-#endif
-  q.lead = 0;
-  if (q.vec) {  // j0 * S is a multiple of 4 (j0 a multiple of 128), so the lead is the same for every tile
-    const int64_t o = (-p.pad_left) % 4;
-    q.lead = static_cast<int>(o < 0 ? o + 4 : o);
-  }
-#if PROTO_V1
-  q.wr = round_up4(q.lead + q.span);
-#else
   q.wr = round_up4((q.vec ? 3 : 0) + q.span);  // each row's own lead (0..3) before position 0
-#endif
   q.span8 = (q.span + 7) / 8 * 8;
   // B rows per phase: >= ceil(span / S), chosen so that the 8 rows lanes 0..7 of a warp write (t = 0..7) fall in 8
   // different 16-byte bank groups (conflict-free transposing stores)
@@ -526,8 +439,8 @@ int main(int argc, char** argv) {
       std::printf("%-18s not supported by the prototype\n", c.name);
       continue;
     }
-    std::printf("%-18s plan: span %d wq %d wr %d lead %d vec %d smem %d B tiles %lld\n", c.name, q.span, q.wq, q.wr,
-                q.lead, q.vec, q.smem_bytes, static_cast<long long>(q.num_tiles));
+    std::printf("%-18s plan: span %d wq %d wr %d vec %d smem %d B tiles %lld\n", c.name, q.span, q.wq, q.wr, q.vec,
+                q.smem_bytes, static_cast<long long>(q.num_tiles));
     void* ws_proto = nullptr;
     CK(cudaMalloc(&ws_proto, proto::workspace_bytes(p)));
     const int64_t ws_pkg_bytes = conv1d_fwd_dense_tf32_workspace_bytes(p);
