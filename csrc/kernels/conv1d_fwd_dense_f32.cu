@@ -244,8 +244,16 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   // TF32: the x window of stage s rounded in place, once per element (instead of at every fragment read)
   auto round_window = [&](int64_t s) {
     if constexpr (CONVKIT_F32_EXP == 3) return;
-    float* Xs = smem_f + (s % q.ns) * q.slot_floats + q.a_floats;
-    for (int e = tid; e < CC * q.xp; e += kThreads) Xs[e] = round_tf32(Xs[e]);
+    // as 16-byte vectors: the window starts 16-byte aligned (a_floats and xp are multiples of 4)
+    float4* X4 = reinterpret_cast<float4*>(smem_f + (s % q.ns) * q.slot_floats + q.a_floats);
+    for (int e = tid; e < CC * q.xp / 4; e += kThreads) {
+      float4 v = X4[e];
+      v.x = round_tf32(v.x);
+      v.y = round_tf32(v.y);
+      v.z = round_tf32(v.z);
+      v.w = round_tf32(v.w);
+      X4[e] = v;
+    }
   };
 
   // TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32,
