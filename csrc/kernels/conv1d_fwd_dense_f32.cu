@@ -215,9 +215,10 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
           }
         };
         // The whole window inside a row of unit stride (every tile but a row's first and last): no bounds, no
-        // stride multiply (the general loop's ~35 instructions a copy were most of this kernel's issue slots at
+        // stride multiply (a general loop of ~35 instructions a copy was most of this kernel's issue slots at
         // S > 1). Only in the builds where it costs no spills (ptxas, sm_90a: the paired FFMA builds and the paired
-        // 16-channel TF32 build would spill; S > 1 plans pair blocks at 8 channels).
+        // 16-channel TF32 build would spill; S > 1 plans pair blocks at 8 channels); the others take the general
+        // loop below, which steps its source pointer and checks both bounds with one compare (no spills anywhere).
         if ((kTF32 ? CC == 8 : kBlocks == 1) && t_lo == 0 && t_hi == q.wlen && p.x_stride_l == 1) {
 #pragma unroll 1
           for (int t = lane; t < q.wlen; t += 32) {
@@ -225,9 +226,14 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
             next_position();
           }
         } else {
+          // the general loop: the source steps by 32 strides (no multiply), one unsigned compare for both bounds
+          const int64_t sstep = 32 * p.x_stride_l;
+          const float* sp = rp + lane * p.x_stride_l;
+          const unsigned n_in = t_hi > t_lo ? static_cast<unsigned>(t_hi - t_lo) : 0u;  // (a missing channel: hi = 0)
           for (int t = lane; t < q.wlen; t += 32) {
-            const bool ok = t >= t_lo && t < t_hi;
-            cp_async4(dst + off, ok ? rp + t * p.x_stride_l : x, ok ? 4 : 0);
+            const bool ok = static_cast<unsigned>(t - t_lo) < n_in;
+            cp_async4(dst + off, ok ? sp : x, ok ? 4 : 0);
+            sp += sstep;
             next_position();
           }
         }
