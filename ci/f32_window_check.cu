@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       {"small_s1", 2, 64, 128, 3, 1000, 1, 1, 1, 1, false},
       {"small_s2", 2, 48, 96, 3, 1001, 2, 1, 1, 1, false},
       {"small_g2_d2", 1, 32, 80, 5, 777, 1, 2, 4, 2, false},
+      {"small_s3_d4_wide", 2, 40, 48, 3, 1201, 3, 4, 0, 1, false},  // 64 x 256 tiles (Cout/groups <= 64), as the
+      {"small_d600_wide", 1, 16, 24, 2, 2000, 1, 600, 3, 1, false},  // one above; here one window per tap
       {"kb76_dense_s3d4", 64, 64, 128, 3, 524280, 3, 4, 0, 1, true},
       {"kb76_gi_phase", 64, 128, 64, 1, 174757, 1, 1, 0, 1, true},  // one stride phase of kb76's grad-input
       {"kb67_dense_k3", 32, 64, 128, 3, 131072, 1, 1, 0, 1, true},

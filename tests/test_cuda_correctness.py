@@ -1432,6 +1432,10 @@ F32_CASES = MMA_CASES + [
     ("k13_8_channel_stages", 2, 24, 40, 13, 500, 1, 6, 1, 1),
     ("k3_s2_d300_tap_windows", 2, 16, 24, 3, 1500, 2, 5, 300, 1),
     ("k17_im2col", 1, 16, 24, 17, 300, 1, 8, 1, 1),
+    # one window per tap in 64 x 256 tiles (Cout/groups <= 64: the windows of 256 outputs; D 300 above is one window
+    # there) and in 128 x 128 tiles (Cout 96)
+    ("k2_d600_tap_windows_wide", 2, 16, 24, 2, 2000, 1, 3, 600, 1),
+    ("k3_s2_d300_tap_windows_cout96", 1, 16, 96, 3, 1500, 2, 5, 300, 1),
 ]
 
 
@@ -1627,8 +1631,10 @@ def test_f32_grad_weight_dense_like():
 # The fp32 forward's switches: CONVKIT_DENSE_F32_WINDOW=0 puts every call on the im2col kernel, CONVKIT_DENSE_F32_CC=8
 # gives the window kernel 8-channel stages everywhere, CONVKIT_DENSE_F32_FFMA_2BLOCKS=0 runs IEEE at one block per SM
 # (the default: two where three stages fit twice, as TF32), CONVKIT_DENSE_F32_STAGES=3 keeps paired blocks at three
-# stages (the default: four where they fit twice, as in the stride-2 case below); either way forward and grad-input (its phases run the same
-# kernel) match float64 torch, TF32 and IEEE, poisoned outputs.
+# stages (the default: four where they fit twice, as in the stride-2 case below), CONVKIT_DENSE_F32_WIDE=0 keeps
+# 128 x 128 tiles where Cout/groups <= 64 (the default: 64 x 256, the grouped case below and every grad-input of Cin
+# <= 64); either way forward and grad-input (its phases run the same kernel) match float64 torch, TF32 and IEEE,
+# poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
 import os, re, sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
@@ -1649,9 +1655,14 @@ for tf32 in (False, True):
         names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         win = [n for n in names if "conv1d_fwd_dense_f32_window_kernel" in n]
         assert bool(win) == window and any("conv1d_fwd_dense_f32_kernel" in n for n in names) != window, names
-        # the window kernel's template arguments <TF32, channels per stage, blocks per SM> (a bool may print as 0 / 1)
-        args = [re.search(r"window_kernel<(true|false|1|0), ?(8|16), ?(1|2)>", n).groups() for n in win]
+        # the window kernel's template arguments <TF32, channels per stage, blocks per SM, wide> (a bool may print
+        # as 0 / 1)
+        args = [re.search(r"window_kernel<(true|false|1|0), ?(8|16), ?(1|2), ?(true|false|1|0)>", n).groups()
+                for n in win]
+        wide = [a[3] in ("true", "1") for a in args]
         args = [(a[0] in ("true", "1"), a[1], a[2]) for a in args]
+        if window:
+            assert wide == [Cout // G <= 64 and os.environ.get("CONVKIT_DENSE_F32_WIDE") != "0"] * len(win), win
         if os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
             assert all(a[1] == "8" for a in args), win
         if window and not tf32 and (K, S) == (3, 1):  # three 33 KB stages fit twice per SM
@@ -1669,9 +1680,10 @@ print("f32 switch cases passed")
 
 
 @pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW=None, CONVKIT_DENSE_F32_CC=None,
-                                      CONVKIT_DENSE_F32_FFMA_2BLOCKS=None), dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
-                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0"), dict(CONVKIT_DENSE_F32_STAGES="3")],
-                         ids=["default", "im2col", "cc8", "ffma_1block", "stages3"])
+                                      CONVKIT_DENSE_F32_FFMA_2BLOCKS=None, CONVKIT_DENSE_F32_WIDE=None), dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
+                                 dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0"), dict(CONVKIT_DENSE_F32_STAGES="3"),
+                                 dict(CONVKIT_DENSE_F32_WIDE="0")],
+                         ids=["default", "im2col", "cc8", "ffma_1block", "stages3", "no_wide"])
 def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

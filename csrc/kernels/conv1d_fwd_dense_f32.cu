@@ -3,16 +3,20 @@
 //
 //   out[co, j] = sum over ci, k of w[g*Cout_g + co, ci, k] * x[b, g*Cin_g + ci, j*S + k*D - P]
 //
-// One block (8 warps) computes a 128 (co) x 128 (j) tile of one batch row and group, and walks the reduction in
-// stages of CC input channels x all K taps. A stage holds
+// One block (8 warps) computes a 128 (co) x 128 (j) tile of one batch row and group, or a 64 x 256 tile where
+// Cout/groups <= 64 (the "wide" tile: grouped_g8's 64-channel groups, the grad-input phases of Cin 64 like kb76's, which
+// would leave half of a 128-row tile's MMAs, weight copies and x windows on rows past Cout/groups), and walks the
+// reduction in stages of CC input channels x all K taps. A stage holds
 //   * the x window of its CC channels: every position the 128 outputs touch, stored phase-split
 //     (row (t % S) * Wq + t / S), so that tap k of outputs j0 .. j0 + 127 is 128 consecutive floats of a
 //     channel's row at a per-tap offset (tap_off): the K taps share one window (x is read once per tile, not K
 //     times as an im2col gather would), any stride reads conflict-free. Where the dilation makes the contiguous
 //     window much longer than K separate ones (wavenet, D = 512), each tap gets its own window (segments);
+//     the positions of 128 outputs, or of 256 in a wide tile;
 //   * the weights of the stage, packed once per call (pack_f32_weights_kernel) into the exact shared-memory
 //     image the inner loop reads: the TF32 A fragments of a warp as one 16-byte load each (rounded to TF32 by
-//     the pack), or for FFMA rows of 128 output channels (two 16-byte loads per thread and reduction index).
+//     the pack), or for FFMA rows of 128 (wide: 64) output channels (two 16-byte loads per thread and reduction
+//     index).
 // Both arrive by cp.async (x 4 bytes a position, zero-filled outside [0, L) and past Cin/groups; weights 16
 // bytes), NS stages in flight; the stage sequence runs across the block's tiles (persistent blocks), so the next
 // tile's first stages load while this tile finishes. The epilogue writes y from the accumulators (bias,
@@ -36,6 +40,7 @@ namespace {
 using namespace tc;
 
 constexpr int kThreads = 256;
+// Tile rows (output channels) x columns (output positions): kBM x kBN, or kBM / 2 x 2 kBN in a wide tile.
 constexpr int kBM = 128, kBN = 128;
 constexpr int kMaxK = 16;
 constexpr int kStaticSmem = kMaxK * 4;
@@ -51,13 +56,15 @@ struct WindowPlan {
   int wlen;        // positions per segment
   int wq;          // rows per phase (a multiple of 4: 16-byte aligned phase rows)
   int xp;          // floats per channel row of the window: >= nseg * S * wq, = 8 (mod 32): conflict-free fragments
-  int a_floats;    // weights per stage: kBM * cc * K
+  int a_floats;    // weights per stage: bm * cc * K
   int slot_floats; // a_floats + cc * xp
   int ns;          // stages in flight
   int blocks_per_sm, smem_bytes;
   int vec;         // 1: stride 1, x rows of unit stride starting on 16-byte boundaries: 16-byte window copies
   int y_vec;       // 1: y rows of unit stride starting on 16-byte boundaries: vector stores for whole tiles
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+  int wide;        // 1: 64 x 256 tiles (Cout/groups <= 64), else 128 x 128
+  int bm, bn;      // the tile: kBM x kBN, or kBM / 2 x 2 kBN
 };
 
 // Floats of the packed weights: every stage's image, for every group and m tile.
@@ -66,9 +73,9 @@ __host__ __device__ inline int64_t packed_floats(const Conv1dParams& p, const Wi
 }
 
 // packed[((g * m_tiles + mt) * chunks + ch) * a_floats + e]: stage (g, mt, ch)'s weights in the order the kernel
-// reads them. TF32: e = (((k * CC/8 + s8) * 8 + i) * 32 + lane) * 4 + f is fragment register f of lane `lane` for
+// reads them. TF32: e = (((k * CC/8 + s8) * bm/16 + i) * 32 + lane) * 4 + f is fragment register f of lane `lane` for
 // m16 tile i and the k8 step (tap k, channels s8 * 8 ..): row i * 16 + lane / 4 + 8 (f & 1), channel
-// s8 * 8 + lane % 4 + 4 (f >> 1), rounded to TF32. FFMA: e = (k * CC + c) * 128 + m.
+// s8 * 8 + lane % 4 + 4 (f >> 1), rounded to TF32. FFMA: e = (k * CC + c) * bm + m.
 __global__ void __launch_bounds__(256)
     pack_f32_weights_kernel(const Conv1dParams p, const WindowPlan q, bool tf32, float* __restrict__ packed) {
   const int64_t total = packed_floats(p, q);
@@ -80,20 +87,21 @@ __global__ void __launch_bounds__(256)
     divmod(blk, q.m_tiles, g, mt);
     const int ei = static_cast<int>(e);
     int m, c, k;
+    const int bm_log2 = q.wide ? 6 : 7;  // bm = 64 or 128
     if (tf32) {
-      const int f = ei & 3, lane = (ei >> 2) & 31, i = (ei >> 7) & 7, step = ei >> 10;
+      const int f = ei & 3, lane = (ei >> 2) & 31, i = (ei >> 7) & ((q.bm >> 4) - 1), step = ei >> (bm_log2 + 3);
       const int steps_per_tap = q.cc / 8;
       k = step / steps_per_tap;
       const int s8 = step - k * steps_per_tap;
       m = i * 16 + (lane >> 2) + 8 * (f & 1);
       c = s8 * 8 + (lane & 3) + 4 * (f >> 1);
     } else {
-      m = ei & (kBM - 1);
-      const int kc = ei >> 7;
+      m = ei & (q.bm - 1);
+      const int kc = ei >> bm_log2;
       k = kc / q.cc;
       c = kc - k * q.cc;
     }
-    const int64_t co = mt * kBM + m, ci = ch * q.cc + c;
+    const int64_t co = mt * q.bm + m, ci = ch * q.cc + c;
     float v = 0.f;
     if (co < q.cout_g && ci < q.cin_g)
       v = __ldg(w + (g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k);
@@ -106,13 +114,14 @@ struct Cursor {
   int64_t tile, ch;  // tile index (grid-stride), chunk of the reduction
   int64_t b, j0, g, mt;
 };
+template <int BN>  // = q.bn
 __device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Cursor& c) {
   // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours (L2).
   int64_t rest, jt;
   divmod(c.tile, q.m_tiles, rest, c.mt);
   divmod(rest, groups, rest, c.g);
   divmod(rest, q.j_tiles, c.b, jt);
-  c.j0 = jt * kBN;
+  c.j0 = jt * BN;
 }
 
 // fp32 -> TF32 with cvt.rna's rounding (to nearest, ties away from zero) in integer operations: the tensor cores read
@@ -131,10 +140,11 @@ __device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPl
 }
 
 // kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 2 where the plan pairs
-// blocks, 128 registers with a few bytes of spills, else 1, 168 registers).
-template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
+// blocks, 128 registers, else 1, 168 registers). kWide: 64 x 256 tiles (q.wide), else 128 x 128.
+template <bool kTF32, int CC, int kBlocks, bool kWide>
 __global__ void __launch_bounds__(kThreads, kBlocks)
     conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
+  constexpr int BM = kWide ? kBM / 2 : kBM, BN = kWide ? 2 * kBN : kBN;
   extern __shared__ __align__(16) float smem_f[];
   __shared__ int tap_off[kMaxK];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -156,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   const int q0 = lane / S, r0 = lane - q0 * S, dq = 32 / S, dr = 32 - dq * S;
   const int rows = CC * q.nseg;
   Cursor ld{blockIdx.x, 0, 0, 0, 0, 0};
-  if (my_tiles > 0) decode(q, p.groups, ld);
+  if (my_tiles > 0) decode<BN>(q, p.groups, ld);
   auto load = [&](int slot) {
     if constexpr (CONVKIT_F32_EXP == 2) return;
     float* As = smem_f + slot * q.slot_floats;
@@ -244,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
     if (++ld.ch == q.chunks) {
       ld.ch = 0;
       ld.tile += gridDim.x;
-      if (ld.tile < q.num_tiles) decode(q, p.groups, ld);
+      if (ld.tile < q.num_tiles) decode<BN>(q, p.groups, ld);
     }
   };
   // TF32: the x window of stage s rounded in place, once per element (instead of at every fragment read)
@@ -262,9 +272,11 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
     }
   };
 
-  // TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32,
+  // TF32: warp (wm, wn) = (warp % 2, warp / 2) owns rows wm*64 .. +64 x columns wn*32 .. +32 (wide: (0, warp)),
   // acc[(i * 4 + jn) * 4 + f] for m16 tile i, n8 tile jn and the mma's c layout. FFMA: thread (tm, tn) =
-  // (tid % 16, tid / 16) owns rows {tm*4.., 64 + tm*4..} x columns {tn*4.., 64 + tn*4..}, acc[i * 8 + jn].
+  // (tid % 16, tid / 16) owns rows {tm*4.., 64 + tm*4..} x columns {tn*4.., 64 + tn*4..} (wide: (tid % 8, tid / 8),
+  // rows {tm*4.., 32 + tm*4..} x columns {tn*4.., 128 + tn*4..}), acc[i * 8 + jn].
+  constexpr int kTM = BM / 8;  // FFMA: threads along the rows (16, wide 8)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
@@ -314,14 +326,14 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
     const float* Xs = As + q.a_floats;
     if constexpr (CONVKIT_F32_EXP == 1) {
     } else if constexpr (kTF32) {
-      const int wm = warp & 1, wn = warp >> 1, lr = lane >> 2, lc = lane & 3;
+      const int wm = kWide ? 0 : warp & 1, wn = kWide ? warp : warp >> 1, lr = lane >> 2, lc = lane & 3;
       const float4* A4 = reinterpret_cast<const float4*>(As) + wm * 4 * 32 + lane;
 #pragma unroll 1
       for (int k = 0; k < K; ++k) {
         const float* xk = Xs + tap_off[k] + wn * 32 + lr + lc * q.xp;
 #pragma unroll
         for (int s8 = 0; s8 < CC / 8; ++s8) {
-          const float4* ap = A4 + (k * (CC / 8) + s8) * 8 * 32;
+          const float4* ap = A4 + (k * (CC / 8) + s8) * (BM / 16) * 32;
           float4 a[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) a[i] = ap[i * 32];
@@ -342,27 +354,31 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         }
       }
     } else {
-      const int tm = tid & 15, tn = tid >> 4;
+      // a weight row of BM floats is BM / 4 float4s; the thread's second row quad is half a tile further, as is its
+      // second column quad
+      constexpr int kRow4 = BM / 4, kHalfN = BN / 2;
+      const int tm = tid & (kTM - 1), tn = tid >> (kWide ? 3 : 4);
       const float4* A4 = reinterpret_cast<const float4*>(As) + tm;
 #pragma unroll 1
       for (int k = 0; k < K; ++k) {
         const int off = tap_off[k];
         const float* xk = Xs + off + tn * 4;
-        const float4* ak = A4 + k * CC * 32;
+        const float4* ak = A4 + k * CC * kRow4;
         if ((off & 3) == 0) {  // the tap's window rows are 16-byte aligned (xp and wq are multiples of 4)
 #pragma unroll 4
           for (int c = 0; c < CC; ++c) {
-            const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
+            const float4 a0 = ak[c * kRow4], a1 = ak[c * kRow4 + kRow4 / 2];
             const float4 x0 = *reinterpret_cast<const float4*>(xk + c * q.xp);
-            const float4 x1 = *reinterpret_cast<const float4*>(xk + c * q.xp + 64);
+            const float4 x1 = *reinterpret_cast<const float4*>(xk + c * q.xp + kHalfN);
             ffma_8x8(acc, a0, a1, x0, x1);
           }
         } else {
 #pragma unroll 4
           for (int c = 0; c < CC; ++c) {
-            const float4 a0 = ak[c * 32], a1 = ak[c * 32 + 16];
+            const float4 a0 = ak[c * kRow4], a1 = ak[c * kRow4 + kRow4 / 2];
             const float* xr = xk + c * q.xp;
-            ffma_8x8(acc, a0, a1, make_float4(xr[0], xr[1], xr[2], xr[3]), make_float4(xr[64], xr[65], xr[66], xr[67]));
+            ffma_8x8(acc, a0, a1, make_float4(xr[0], xr[1], xr[2], xr[3]),
+                     make_float4(xr[kHalfN], xr[kHalfN + 1], xr[kHalfN + 2], xr[kHalfN + 3]));
           }
         }
       }
@@ -373,18 +389,20 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
       continue;
     }
     // ---- epilogue of the tile: y straight from the accumulators ----
-    // The thread's 8 output rows: TF32 wm*64 + i*16 + lr (+ 8 for h = 1), FFMA (h ? 64 : 0) + tm*4 + i.
-    const int lr = lane >> 2, lc = lane & 3, tm = tid & 15, tn = tid >> 4;
-    auto row_of = [&](int i, int h) { return kTF32 ? (warp & 1) * 64 + i * 16 + lr + 8 * h : 64 * h + tm * 4 + i; };
+    // The thread's 8 output rows: TF32 wm*64 + i*16 + lr (+ 8 for h = 1), FFMA h*BM/2 + tm*4 + i.
+    const int lr = lane >> 2, lc = lane & 3, tm = tid & (kTM - 1), tn = tid >> (kWide ? 3 : 4);
+    auto row_of = [&](int i, int h) {
+      return kTF32 ? (kWide ? 0 : (warp & 1) * 64) + i * 16 + lr + 8 * h : h * (BM / 2) + tm * 4 + i;
+    };
     const float* bias = static_cast<const float*>(p.bias);
     auto bias_of = [&](int row) {
-      const int64_t co = cur.mt * kBM + row;
+      const int64_t co = cur.mt * BM + row;
       return bias != nullptr && co < q.cout_g ? __ldg(bias + cur.g * q.cout_g + co) : 0.f;
     };
     float* y = static_cast<float*>(p.y);
-    float* yt = y + cur.b * p.y_stride_b + (cur.g * q.cout_g + cur.mt * kBM) * p.y_stride_c + cur.j0 * p.y_stride_l;
+    float* yt = y + cur.b * p.y_stride_b + (cur.g * q.cout_g + cur.mt * BM) * p.y_stride_c + cur.j0 * p.y_stride_l;
     // whole tile inside y, rows of unit stride with 16-byte aligned starts: vector stores without checks
-    const bool whole = q.y_vec && cur.j0 + kBN <= p.out_length && cur.mt * kBM + kBM <= q.cout_g;
+    const bool whole = q.y_vec && cur.j0 + BN <= p.out_length && cur.mt * BM + BM <= q.cout_g;
     // n values v (n = 2 or 4) of tile row `row` at columns col ..
     auto put = [&](int row, int col, const float* v, float b, int n) {
       float o[4];
@@ -400,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         else *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
         return;
       }
-      if (cur.mt * kBM + row >= q.cout_g) return;
+      if (cur.mt * BM + row >= q.cout_g) return;
       // rows of odd length (kb67: Lout 131070) start 8-byte aligned every other row: vectors where they can
       const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
       if (p.y_stride_l == 1 && cur.j0 + col + n <= p.out_length && (a & (4 * n - 1)) == 0) {
@@ -413,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         if (e < n && cur.j0 + col + e < p.out_length) dst[e * p.y_stride_l] = o[e];
     };
     if constexpr (kTF32) {
-      const int wn = warp >> 1;
+      const int wn = kWide ? warp : warp >> 1;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float b0 = bias_of(row_of(i, 0)), b1 = bias_of(row_of(i, 1));
@@ -432,14 +450,14 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         for (int i = 0; i < 4; ++i) {
           const float b = bias_of(row_of(i, h));
           put(row_of(i, h), tn * 4, &acc[(h * 4 + i) * 8], b, 4);
-          put(row_of(i, h), 64 + tn * 4, &acc[(h * 4 + i) * 8 + 4], b, 4);
+          put(row_of(i, h), BN / 2 + tn * 4, &acc[(h * 4 + i) * 8 + 4], b, 4);
         }
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
     cur.ch = 0;
     cur.tile += gridDim.x;
-    if (cur.tile < q.num_tiles) decode(q, p.groups, cur);
+    if (cur.tile < q.num_tiles) decode<BN>(q, p.groups, cur);
   }
   cp_async_wait<0>();  // no copy outlives the block
 }
@@ -457,8 +475,14 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   q.k = static_cast<int>(p.kernel_size);
   q.s = static_cast<int>(p.stride);
   q.d = static_cast<int>(p.dilation);
-  const int64_t one = static_cast<int64_t>(kBN - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
-  const int64_t per_tap = static_cast<int64_t>(kBN - 1) * q.s + 1;
+  // 64 x 256 tiles where the output channels of a group fit in 64 rows (CONVKIT_DENSE_F32_WIDE=0: always 128 x 128,
+  // for comparisons)
+  static const bool wide_off = env_equals("CONVKIT_DENSE_F32_WIDE", "0");
+  q.wide = !wide_off && q.cout_g <= kBM / 2;
+  q.bm = q.wide ? kBM / 2 : kBM;
+  q.bn = q.wide ? 2 * kBN : kBN;
+  const int64_t one = static_cast<int64_t>(q.bn - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
+  const int64_t per_tap = static_cast<int64_t>(q.bn - 1) * q.s + 1;
   q.nseg = q.k > 1 && q.k * per_tap < one ? q.k : 1;
   const int64_t wlen = q.nseg == 1 ? one : per_tap;
   if (wlen > 8192) return false;
@@ -484,7 +508,7 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   const bool may_pair = tf32 || !ffma1;
   const auto set_cc = [&](int cc) {
     q.cc = cc;
-    q.a_floats = kBM * cc * q.k;
+    q.a_floats = q.bm * cc * q.k;
     q.slot_floats = q.a_floats + cc * q.xp;
     q.ns = std::min(4, (limit - kStaticSmem) / (q.slot_floats * 4));
   };
@@ -515,15 +539,15 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   }
   q.smem_bytes = q.ns * slot_bytes;
   q.chunks = ceil_div(q.cin_g, q.cc);
-  q.m_tiles = ceil_div(q.cout_g, kBM);
-  q.j_tiles = ceil_div(p.out_length, kBN);
+  q.m_tiles = ceil_div(q.cout_g, q.bm);
+  q.j_tiles = ceil_div(p.out_length, q.bn);
   q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
   return true;
 }
 
-template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
-cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
-  auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC, kBlocks>;
+template <bool kTF32, int CC, int kBlocks, bool kWide>
+cudaError_t launch_tiles(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
+  auto kernel = conv1d_fwd_dense_f32_window_kernel<kTF32, CC, kBlocks, kWide>;
   // The attribute belongs to the kernel, not to a launch: the same maximum for every plan (the opt-in limit less
   // the static tap table, which make_plan budgets), so that host threads launching different shapes at once never
   // lower it under each other's launches.
@@ -531,6 +555,12 @@ cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const floa
   if (err != cudaSuccess) return err;
   kernel<<<grid_for(q.num_tiles, p.num_sms, q.blocks_per_sm), kThreads, q.smem_bytes, stream>>>(p, q, wpack);
   return cudaGetLastError();
+}
+
+template <bool kTF32, int CC, int kBlocks = kTF32 ? 2 : 1>
+cudaError_t launch_window(const Conv1dParams& p, const WindowPlan& q, const float* wpack, cudaStream_t stream) {
+  if (q.wide) return launch_tiles<kTF32, CC, kBlocks, true>(p, q, wpack, stream);
+  return launch_tiles<kTF32, CC, kBlocks, false>(p, q, wpack, stream);
 }
 
 // CONVKIT_DENSE_F32_WINDOW=0: every call on the im2col kernel (for comparisons; read once per process).
