@@ -1816,8 +1816,9 @@ def test_dense_forward_without_cp_async_ring():
     run_child_script(RING_SCRIPT, "register path cases passed", CONVKIT_DENSE_RING="0")
 
 
-# CONVKIT_GI_INTERLEAVE=torch (read once per process): the dense grad-input's stride phases are
-# interleaved into dx by torch's strided copy instead of convkit's kernel (the default). CONVKIT_GI_UNIFIED=1: the
+# The dense grad-input's stride phases interleaved into dx by convkit's kernel (the default: at strides 2-4 a thread
+# moves 16-byte vectors, element by element where rows are not aligned), or with CONVKIT_GI_INTERLEAVE=torch (read
+# once per process) by torch's strided copy. CONVKIT_GI_UNIFIED=1: the
 # phases run as one convolution of dy (groups == 1, where the phases' kernel runs it: here every case
 # but the grouped and narrow_out ones, which keep one launch per phase). Strided cases of every dtype
 # whose grad-input runs phase by phase (tensor cores for 16-bit, the fp32 tile kernel, narrow_out for
@@ -1839,7 +1840,9 @@ cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
     ("s5_k2_empty_phases", 2, 16, 16, 2, 203, 5, 0, 1, 1), ("s2_d2_groups", 2, 16, 24, 3, 301, 2, 3, 2, 2),
     ("cin4_s2_narrow_out", 2, 4, 64, 3, 501, 2, 1, 1, 1), ("view_s3", 2, 16, 32, 3, 1000, 3, 1, 1, 1),
-    ("s2_p4_dy_shift", 2, 16, 32, 3, 301, 2, 4, 1, 1), ("lin_3_below_s4", 2, 16, 16, 2, 3, 4, 1, 1, 1)]
+    ("s2_p4_dy_shift", 2, 16, 32, 3, 301, 2, 4, 1, 1), ("lin_3_below_s4", 2, 16, 16, 2, 3, 4, 1, 1, 1),
+    # rows of whole 16-byte vectors (the interleave's vector loads and stores at strides 3 and 4)
+    ("s3_d4_l1200", 2, 16, 32, 3, 1200, 3, 0, 4, 1), ("s4_l2048", 2, 16, 24, 4, 2048, 4, 0, 1, 1)]
 for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
     for name, B, Cin, Cout, K, L, S, P, D, G in cases:
         if dtype == torch.float64 and "narrow_out" not in name:
@@ -1870,10 +1873,12 @@ print("strided grad-input cases passed")
 """
 
 
-@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
+@pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE=None, CONVKIT_GI_UNIFIED=None),
+                                 dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="torch"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_DENSE_STAGE_WEIGHTS="1")],
-                         ids=["interleave_torch", "unified", "unified_interleave_torch", "unified_staged_weights"])
+                         ids=["default", "interleave_torch", "unified", "unified_interleave_torch",
+                              "unified_staged_weights"])
 def test_dense_grad_input_strided_switches(env):
     run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1",
                      CONVKIT_GI_FUSED="0", **env)
