@@ -160,7 +160,9 @@ template <typename E>
 cudaError_t launch_typed(const void* buf, void* dx, const InterleaveParams& q, cudaStream_t stream) {
   const int64_t total = q.batch * q.channels * ceil_div(q.in_length, int64_t{kRun});
   if (total == 0) return cudaSuccess;
-  switch (q.stride) {
+  // CONVKIT_GI_INTERLEAVE=elements: interleave_phases_kernel at every stride (for comparisons; read once)
+  static const bool elements = env_equals("CONVKIT_GI_INTERLEAVE", "elements");
+  switch (elements ? 0 : q.stride) {
     case 2: return launch_rows<E, 2>(buf, dx, q, stream);
     case 3: return launch_rows<E, 3>(buf, dx, q, stream);
     case 4: return launch_rows<E, 4>(buf, dx, q, stream);
