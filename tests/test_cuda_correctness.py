@@ -1644,8 +1644,9 @@ torch.manual_seed(0)
 window = os.environ.get("CONVKIT_DENSE_F32_WINDOW") != "0"
 for tf32 in (False, True):
     torch.backends.cudnn.allow_tf32 = tf32
+    # (the last: TF32's 64 x 256 plan does not fit (K 8, stride 8: 2048-position windows), so 128 x 128)
     for B, Cin, Cout, K, L, S, P, D, G in ((2, 64, 128, 3, 1000, 1, 1, 1, 1), (2, 48, 96, 3, 1001, 2, 1, 1, 1),
-                                            (1, 32, 80, 5, 777, 1, 4, 2, 2)):
+                                            (1, 32, 80, 5, 777, 1, 4, 2, 2), (1, 16, 24, 8, 3000, 8, 0, 1, 1)):
         x = torch.randn(B, Cin, L, device="cuda").requires_grad_()
         w = torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5
         b = torch.randn(Cout, device="cuda")
@@ -1662,7 +1663,8 @@ for tf32 in (False, True):
         wide = [a[3] in ("true", "1") for a in args]
         args = [(a[0] in ("true", "1"), a[1], a[2]) for a in args]
         if window:
-            assert wide == [Cout // G <= 64 and os.environ.get("CONVKIT_DENSE_F32_WIDE") != "0"] * len(win), win
+            fits = not (tf32 and S == 8)
+            assert wide == [Cout // G <= 64 and fits and os.environ.get("CONVKIT_DENSE_F32_WIDE") != "0"] * len(win), win
         if os.environ.get("CONVKIT_DENSE_F32_CC") == "8":
             assert all(a[1] == "8" for a in args), win
         if window and not tf32 and (K, S) == (3, 1):  # three 33 KB stages fit twice per SM

@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
+bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q) {
   if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
   if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
   // (B * 128 window positions stay in int: S and D up to 2^20 are far beyond any real conv)
@@ -475,10 +475,7 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   q.k = static_cast<int>(p.kernel_size);
   q.s = static_cast<int>(p.stride);
   q.d = static_cast<int>(p.dilation);
-  // 64 x 256 tiles where the output channels of a group fit in 64 rows (CONVKIT_DENSE_F32_WIDE=0: always 128 x 128,
-  // for comparisons)
-  static const bool wide_off = env_equals("CONVKIT_DENSE_F32_WIDE", "0");
-  q.wide = !wide_off && q.cout_g <= kBM / 2;
+  q.wide = wide;
   q.bm = q.wide ? kBM / 2 : kBM;
   q.bn = q.wide ? 2 * kBN : kBN;
   const int64_t one = static_cast<int64_t>(q.bn - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
@@ -543,6 +540,15 @@ bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
   q.j_tiles = ceil_div(p.out_length, q.bn);
   q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
   return true;
+}
+
+// 64 x 256 tiles where the output channels of a group fit in 64 rows and such a plan exists (its window is twice as
+// long), else 128 x 128 (CONVKIT_DENSE_F32_WIDE=0: always 128 x 128, for comparisons).
+bool make_plan(const Conv1dParams& p, bool tf32, WindowPlan& q) {
+  static const bool wide_off = env_equals("CONVKIT_DENSE_F32_WIDE", "0");
+  if (!wide_off && p.groups >= 1 && p.out_channels / p.groups <= kBM / 2 && make_plan_tiles(p, tf32, true, q))
+    return true;
+  return make_plan_tiles(p, tf32, false, q);
 }
 
 template <bool kTF32, int CC, int kBlocks, bool kWide>
