@@ -1829,7 +1829,7 @@ def test_dense_forward_without_cp_async_ring():
 # All with CONVKIT_GI_FUSED=0: the 16-bit cases of Cin/groups >= 32 would otherwise run in one pass
 # (test_dense_fused_grad_input_matches_float64_torch).
 INTERLEAVE_SCRIPT = r"""
-import os, sys, torch, convkit
+import os, re, sys, torch, convkit
 from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
@@ -1862,7 +1862,7 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
             y.backward(dy)
             torch.cuda.synchronize()
         events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        assert any("interleave_phases_kernel" in n for n in events) == kernel, (name, dtype, events)
+        assert any(re.search("interleave_(phases|rows)_kernel", n) for n in events) == kernel, (name, dtype, events)
         pl, pr = resolve_padding(P, K, S, D)
         gi_launches = sum(any(k in n for k in ("conv1d_fwd_dense_mma_kernel", "conv1d_fwd_dense_f32_kernel",
                                                "conv1d_fwd_dense_f32_window_kernel")) for n in events)
