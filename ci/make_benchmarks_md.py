@@ -3,12 +3,11 @@ per run, in the order given.
 
     python ci/make_benchmarks_md.py benchmarks/h200.json benchmarks/h200_dense_bf16.json benchmarks/h200_dense.json \
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
-        benchmarks/h100_streaming.json benchmarks/h100_dense.json benchmarks/h100_dense_fp32_fwd_s27.json \
-        benchmarks/h100_dense_fp32_s26.json > BENCHMARKS.md
+        benchmarks/h100_streaming.json benchmarks/h100_dense_s28.json benchmarks/h100_dense_fp32_s28.json > BENCHMARKS.md
 
-(h100_dense.json: the newest fp16/bf16 dense figures, session 24; h100_dense_fp32_fwd_s27.json the newest fp32
-forward ones, session 27, and h100_dense_fp32_s26.json the newest fp32 forward+backward ones, session 26; on an
-H100 where no H200 came; their notes say so. Older fp32 runs stay in benchmarks/ for NOTES.md.)
+(h100_dense_s28.json: the newest fp16/bf16 dense figures, h100_dense_fp32_s28.json the newest fp32 ones, forward and
+forward+backward, session 28; on an H100 where no H200 came; their notes say so. Older runs stay in benchmarks/ for
+NOTES.md.)
 
 A run's header record may carry a "note" (what the run is, what it predates): printed under its heading.
 """
