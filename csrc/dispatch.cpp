@@ -657,7 +657,7 @@ WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
   // (only dense-like depthwise calls get this far: the first test above)
   if (conv1d_bwd_weight_dense_f32_supports(p) && (!is_depthwise(p) || f32_wgrad_dense_like())) {
     if (allow_tf32())
-      return {&launch_conv1d_bwd_weight_dense_tf32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_tf32"};
+      return {&launch_conv1d_bwd_weight_dense_tf32, &plan_conv1d_bwd_weight_dense_tf32, "conv1d_bwd_weight_dense_tf32"};
     return {&launch_conv1d_bwd_weight_dense_f32, &plan_conv1d_bwd_weight_dense_f32, "conv1d_bwd_weight_dense_f32"};
   }
   return {nullptr, nullptr, ""};

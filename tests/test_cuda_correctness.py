@@ -1690,6 +1690,56 @@ def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 
 
+# The TF32 grad-weight on the window-staged kernel (kernels/conv1d_bwd_weight_dense_tf32.cu, the default) and, with
+# CONVKIT_F32_WGRAD_WINDOW=0 (read once per process), on the tile kernel of conv1d_dense_f32.cu: the kernel that ran,
+# grad-weight and grad-bias against float64 torch, and the same bits on a second run. Shapes: dy rows 16-byte aligned
+# (Lout 1024: 16-byte dy copies) and not, stride 3 with dilation 4, one window per tap (D 600), Cin 100 over three
+# channel tiles (40 + 40 + 20), Cout 200 (a partial second 128-row tile), K 16 (one 8-channel tile of 16 n8 tiles),
+# K 1, groups, a (B, L, C) view of x (strided rows: the element copies), one input channel (w2v's first layer).
+F32_WGRAD_WINDOW_SCRIPT = r"""
+import os, sys, torch, convkit
+from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close, TF32_REL_TOL
+torch.manual_seed(0)
+torch.backends.cudnn.allow_tf32 = True
+window = os.environ.get("CONVKIT_F32_WGRAD_WINDOW") != "0"
+cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
+    ("aligned_dy", 2, 64, 128, 3, 1026, 1, 0, 1, 1), ("odd_s3_d4", 2, 32, 48, 3, 1201, 3, 0, 4, 1),
+    ("tap_windows", 2, 16, 24, 2, 2000, 1, 3, 600, 1), ("cin100", 1, 100, 64, 3, 777, 1, 1, 1, 1),
+    ("cout200_s2", 1, 24, 200, 5, 901, 2, 2, 1, 1), ("k16", 2, 8, 16, 16, 500, 1, 7, 1, 1),
+    ("k1", 2, 40, 24, 1, 333, 1, 0, 1, 1), ("groups4", 2, 64, 32, 3, 515, 1, 1, 2, 4),
+    ("blc_view", 2, 24, 40, 4, 701, 2, 1, 1, 1), ("cin1_k10_s5", 2, 1, 64, 10, 2001, 5, 0, 1, 1)]
+for name, B, Cin, Cout, K, L, S, P, D, G in cases:
+    x = torch.randn(B, Cin, L, device="cuda")
+    if "view" in name:
+        x = torch.randn(B, L, Cin, device="cuda").transpose(1, 2)
+    w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).requires_grad_()
+    b = torch.randn(Cout, device="cuda").requires_grad_()
+    assert convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)["grad_weight"] == \
+        "conv1d_bwd_weight_dense_tf32", name
+    y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+    dy = torch.randn_like(y)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        dw, db = torch.autograd.grad(y, (w, b), dy, retain_graph=True)
+        torch.cuda.synchronize()
+    ran = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert any("conv1d_bwd_weight_dense_tf32_window_kernel" in n for n in ran) == window, (name, ran)
+    dw2, db2 = torch.autograd.grad(y, (w, b), dy)
+    assert torch.equal(dw, dw2) and torch.equal(db, db2), f"not deterministic: {name}"
+    _, _, dw_ref, db_ref = reference(x, w.detach(), b.detach(), dy, S, P, P, D, G)
+    assert_close(dw, dw_ref, torch.float32, f"grad_weight {name}", TF32_REL_TOL)
+    assert_close(db, db_ref, torch.float32, f"grad_bias {name}", TF32_REL_TOL)
+print("tf32 grad-weight window cases passed")
+"""
+
+
+@pytest.mark.parametrize("window", [None, "0"], ids=["window", "tiles"])
+def test_tf32_grad_weight_window(window):
+    run_child_script(F32_WGRAD_WINDOW_SCRIPT, "tf32 grad-weight window cases passed", CONVKIT_F32_WGRAD_WINDOW=window,
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 def _round_to_tf32(t):
     """fp32 -> the nearest TF32 value (10 mantissa bits, ties away from zero), as cvt.rna.tf32.f32."""
     bits = t.contiguous().view(torch.int32)

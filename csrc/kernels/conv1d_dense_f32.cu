@@ -429,7 +429,7 @@ int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p) {
 cudaError_t launch_conv1d_bwd_weight_dense_f32(const Conv1dParams& p, cudaStream_t stream) {
   return launch_wgrad(p, false, stream);
 }
-cudaError_t launch_conv1d_bwd_weight_dense_tf32(const Conv1dParams& p, cudaStream_t stream) {
+cudaError_t launch_conv1d_bwd_weight_dense_tf32_tiles(const Conv1dParams& p, cudaStream_t stream) {
   return launch_wgrad(p, true, stream);
 }
 

@@ -96,6 +96,10 @@ cudaError_t launch_conv1d_fwd_dense_f32_im2col(const Conv1dParams& p, bool tf32,
 bool conv1d_bwd_weight_dense_f32_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_f32(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_f32(const Conv1dParams& p, cudaStream_t stream);
+cudaError_t launch_conv1d_bwd_weight_dense_tf32_tiles(const Conv1dParams& p, cudaStream_t stream);
+// ... TF32: the window-staged grad-weight (kernels/conv1d_bwd_weight_dense_tf32.cu) where it plans, else the one above
+// (same support test; plan with this one: its splits differ)
+int64_t plan_conv1d_bwd_weight_dense_tf32(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_tf32(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped grad-weight (+ grad-bias) on tensor cores (kernels/conv1d_bwd_weight_dense_mma.cu):
