@@ -1690,8 +1690,9 @@ def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 
 
-# The TF32 grad-weight on the window-staged kernel (kernels/conv1d_bwd_weight_dense_tf32.cu, the default) and, with
-# CONVKIT_F32_WGRAD_WINDOW=0 (read once per process), on the tile kernel of conv1d_dense_f32.cu: the kernel that ran,
+# The TF32 grad-weight on the window-staged kernel (kernels/conv1d_bwd_weight_dense_tf32.cu; by default only where
+# Cout/groups <= 64, with CONVKIT_F32_WGRAD_WINDOW=1, read once per process, on every shape) and, with =0, on the
+# tile kernel of conv1d_dense_f32.cu: the kernel that ran,
 # grad-weight and grad-bias against float64 torch, and the same bits on a second run. Shapes: dy rows 16-byte aligned
 # (Lout 1024: 16-byte dy copies) and not, stride 3 with dilation 4, one window per tap (D 600), Cin 100 over three
 # channel tiles (40 + 40 + 20), Cout 200 (a partial second 128-row tile), K 16 (one 8-channel tile of 16 n8 tiles),
@@ -1703,7 +1704,7 @@ sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close, TF32_REL_TOL
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = True
-window = os.environ.get("CONVKIT_F32_WGRAD_WINDOW") != "0"
+window = os.environ.get("CONVKIT_F32_WGRAD_WINDOW") == "1"
 cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("aligned_dy", 2, 64, 128, 3, 1026, 1, 0, 1, 1), ("odd_s3_d4", 2, 32, 48, 3, 1201, 3, 0, 4, 1),
     ("tap_windows", 2, 16, 24, 2, 2000, 1, 3, 600, 1), ("cin100", 1, 100, 64, 3, 777, 1, 1, 1, 1),
@@ -1730,14 +1731,47 @@ for name, B, Cin, Cout, K, L, S, P, D, G in cases:
     _, _, dw_ref, db_ref = reference(x, w.detach(), b.detach(), dy, S, P, P, D, G)
     assert_close(dw, dw_ref, torch.float32, f"grad_weight {name}", TF32_REL_TOL)
     assert_close(db, db_ref, torch.float32, f"grad_bias {name}", TF32_REL_TOL)
+# x values that no output reads may be Inf without touching dw (L 12, K 2, D 3, stride 2: outputs 0..4 read positions
+# 0, 2..9 and 11; position 10 is tap 0 of a sixth output, inside the kernel's window)
+x = torch.randn(1, 8, 12, device="cuda")
+x[:, :, 10] = float("inf")
+w = torch.randn(8, 8, 2, device="cuda").requires_grad_()
+y = convkit.conv1d(x, w, stride=2, dilation=3)
+assert y.shape[2] == 5 and torch.isfinite(y).all()
+dy = torch.randn_like(y)
+dw, = torch.autograd.grad(y, (w,), dy)
+dw_ref = reference(x, w.detach(), None, dy, 2, 0, 0, 3, 1)[2]
+assert torch.isfinite(dw_ref).all()
+assert_close(dw, dw_ref, torch.float32, "grad_weight, Inf where no output reads", TF32_REL_TOL)
 print("tf32 grad-weight window cases passed")
 """
 
 
-@pytest.mark.parametrize("window", [None, "0"], ids=["window", "tiles"])
+@pytest.mark.parametrize("window", ["1", "0"], ids=["window", "tiles"])
 def test_tf32_grad_weight_window(window):
     run_child_script(F32_WGRAD_WINDOW_SCRIPT, "tf32 grad-weight window cases passed", CONVKIT_F32_WGRAD_WINDOW=window,
                      CONVKIT_POISON_OUTPUTS="1")
+
+
+def test_tf32_grad_weight_default_route():
+    """By default the window grad-weight runs where Cout/groups <= 64 (measured faster there), the tile kernel elsewhere."""
+    if os.environ.get("CONVKIT_F32_WGRAD_WINDOW") is not None:
+        pytest.skip("CONVKIT_F32_WGRAD_WINDOW is set for this process")
+    from torch.profiler import ProfilerActivity, profile
+    torch.backends.cudnn.allow_tf32 = True
+    for Cout, G, window in ((64, 1, True), (128, 2, True), (128, 1, False)):
+        x = torch.randn(2, 64, 1000, device="cuda")
+        w = (torch.randn(Cout, 64 // G, 3, device="cuda") / (64 // G * 3) ** 0.5).requires_grad_()
+        y = convkit.conv1d(x, w, padding=1, groups=G)
+        dy = torch.randn_like(y)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            dw, = torch.autograd.grad(y, (w,), dy)
+            torch.cuda.synchronize()
+        ran = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert any("conv1d_bwd_weight_dense_tf32_window_kernel" in n for n in ran) == window, (Cout, G, ran)
+        assert any("conv1d_bwd_weight_dense_f32_kernel" in n for n in ran) != window, (Cout, G, ran)
+        assert_close(dw, reference(x, w.detach(), None, dy, 1, 1, 1, 1, G)[2], torch.float32, "grad_weight",
+                     TF32_REL_TOL)
 
 
 def _round_to_tf32(t):

@@ -15,10 +15,15 @@
 // NS stages in flight; each stage is rounded to TF32 in shared memory once (cvt.rna, as cuDNN's TF32 convolutions),
 // after the n-tile-0 blocks have added its raw dy values to their grad-bias sums. Warp (wm, wn) owns rows wm*64 .. +64
 // and n8 tiles wn*4 .. +4 (tile t: tap t / (CN / 8), channels (t % (CN / 8)) * 8 ..). Each block writes its sums to
-// the workspace, and sum_weight_bias_partials adds the splits in a fixed order: deterministic, as the kernel of
-// conv1d_dense_f32.cu it replaces for TF32 (CONVKIT_F32_WGRAD_WINDOW=0 keeps that one; IEEE fp32 always runs it).
-// That kernel staged 16 positions a stage through registers with per-element gathers and bounds checks (H100,
-// session 28: kb76 14.8 ms, w2v_k3s2 11.8 ms of their TF32 fwd+bwd's 48.7 / 31.4).
+// the workspace, and sum_weight_bias_partials adds the splits in a fixed order: deterministic, as the tile kernel of
+// conv1d_dense_f32.cu (16 positions a stage through registers, per-element gathers and bounds checks).
+// Measured (H100, session 28, TF32, kernel times in a fwd+bwd): faster than the tile kernel only where Cout/groups
+// <= 64 (grouped_g8_k5 1.91 -> 1.34 ms: the tile kernel computes and loads 128 rows there, this one loads only the
+// group's); slower on the suite's other shapes (kb76 14.8 -> 17.1 ms, w2v_k3s2 11.8 -> 16.4, wavenet's fwd+bwd
+// 3.73 -> 5.97): its 32-position stages carry two barriers, a rounding pass and 4-byte dy copies where dy's rows
+// are not 16-byte aligned (kb76, w2v: odd output lengths) for only 64 MMAs a warp. So dispatch takes it where
+// Cout/groups <= 64; CONVKIT_F32_WGRAD_WINDOW=1 everywhere it plans, =0 nowhere (IEEE fp32 always runs the tile
+// kernel).
 #include <algorithm>
 #include <cstdint>
 
@@ -84,6 +89,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   // the chunk the loads are on: batch row lb, positions lj0 .. lj0 + 31
   int64_t lb, ljc;
   divmod(ch_begin, q.chunks_per_row, lb, ljc);
+  int64_t mjc = ljc;  // ... and the chunk the math is on (its position chunk in the row)
   const int q0 = lane / S, r0 = lane - q0 * S, dq = 32 / S, dr = 32 - dq * S;
   auto load = [&](int slot) {
     float* Ds = smem_f + slot * q.slot_floats;
@@ -224,6 +230,11 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
     __syncthreads();
     const float* Ds = smem_f + slot * q.slot_floats;
     const float* Xs = Ds + kBM * kDyPitch;
+    // positions of this chunk inside y: past them dy is zero, and so is the x operand (an x value there may feed no
+    // output at all, and an Inf there times dy's zero would give NaN where torch's gradient is finite)
+    const int64_t left = p.out_length - mjc * kBJ;
+    const int valid = left < kBJ ? static_cast<int>(left) : kBJ;
+    if (++mjc == q.chunks_per_row) mjc = 0;
 #pragma unroll
     for (int ks = 0; ks < kBJ / 8; ++ks) {
       uint32_t a[4][4];
@@ -238,7 +249,9 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
 #pragma unroll
       for (int jn = 0; jn < 4; ++jn) {
         if (xoff[jn] < 0) continue;  // (warp-uniform)
-        const uint32_t b0 = __float_as_uint(Xs[xoff[jn] + ks * 8]), b1 = __float_as_uint(Xs[xoff[jn] + ks * 8 + 4]);
+        uint32_t b0 = __float_as_uint(Xs[xoff[jn] + ks * 8]), b1 = __float_as_uint(Xs[xoff[jn] + ks * 8 + 4]);
+        if (ks * 8 + tq >= valid) b0 = 0;
+        if (ks * 8 + tq + 4 >= valid) b1 = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) mma1688_tf32(&acc[(i * 4 + jn) * 4], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
       }
@@ -274,14 +287,15 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-// CONVKIT_F32_WGRAD_WINDOW=0: TF32 grad-weight on the kernel of conv1d_dense_f32.cu (comparisons; read once)
-bool window_enabled() {
-  static const bool on = !env_equals("CONVKIT_F32_WGRAD_WINDOW", "0");
-  return on;
+// Where this kernel runs (CONVKIT_F32_WGRAD_WINDOW, read once): Cout/groups <= 64 by default (see the top), =1 every
+// shape it plans, =0 none (the tile kernel of conv1d_dense_f32.cu everywhere).
+bool window_wanted(const Conv1dParams& p) {
+  static const bool all = env_equals("CONVKIT_F32_WGRAD_WINDOW", "1"), none = env_equals("CONVKIT_F32_WGRAD_WINDOW", "0");
+  return !none && (all || (p.groups >= 1 && p.out_channels / p.groups <= 64));
 }
 
 bool make_plan(const Conv1dParams& p, WgradPlan& q) {
-  if (!window_enabled()) return false;
+  if (!window_wanted(p)) return false;
   if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
   if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
   if (p.stride > (1 << 20) || p.dilation > (1 << 20)) return false;
