@@ -1747,10 +1747,12 @@ print("tf32 grad-weight window cases passed")
 """
 
 
-@pytest.mark.parametrize("window", ["1", "0"], ids=["window", "tiles"])
-def test_tf32_grad_weight_window(window):
+@pytest.mark.parametrize("window, dy_align", [("1", None), ("1", "1"), ("0", None)],
+                         ids=["window", "window_dy_align", "tiles"])
+def test_tf32_grad_weight_window(window, dy_align):
+    # (CONVKIT_F32_WGRAD_DY_ALIGN=1: dy rows that are not 16-byte aligned by 16-byte copies, realigned in shared memory)
     run_child_script(F32_WGRAD_WINDOW_SCRIPT, "tf32 grad-weight window cases passed", CONVKIT_F32_WGRAD_WINDOW=window,
-                     CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_F32_WGRAD_DY_ALIGN=dy_align, CONVKIT_POISON_OUTPUTS="1")
 
 
 def test_tf32_grad_weight_default_route():

@@ -48,6 +48,8 @@ struct WgradPlan {
   int nseg, wlen, wq, xp;
   int vec;          // x by 16-byte copies: stride 1, rows of unit stride on 16-byte boundaries
   int dy_vec;       // dy rows of unit stride on 16-byte boundaries
+  int dy_lead;      // else (CONVKIT_F32_WGRAD_DY_ALIGN=1, unit stride): 16-byte copies from the grid point at or before
+                    // each row's j0, realigned in shared memory by the rounding pass
   int slot_floats, ns, blocks_per_sm, smem_bytes;
   int64_t cin_g, cout_g, red, m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
 };
@@ -89,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   // the chunk the loads are on: batch row lb, positions lj0 .. lj0 + 31
   int64_t lb, ljc;
   divmod(ch_begin, q.chunks_per_row, lb, ljc);
-  int64_t mjc = ljc;  // ... and the chunk the math is on (its position chunk in the row)
+  int64_t mjc = ljc, mb = lb;  // ... and the chunk the math is on
   const int q0 = lane / S, r0 = lane - q0 * S, dq = 32 / S, dr = 32 - dq * S;
   auto load = [&](int slot) {
     float* Ds = smem_f + slot * q.slot_floats;
@@ -101,6 +103,27 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
       for (int u = tid; u < dy_rows * (kBJ / 4); u += kThreads) {  // row u / 8, 16-byte unit u % 8
         const int r = u >> 3, e = u & 7;
         cp_async16(Ds + r * kDyPitch + 4 * e, dyb + r * p.y_stride_c + 4 * e, 16);
+      }
+    } else if (q.dy_lead) {
+      // row r's positions j0 - lead .. j0 - lead + 35 as nine 16-byte units (lead = the row's offset from the
+      // 16-byte grid, 0..3: j0 is a multiple of 32), zero outside [0, Lout); round_stage moves them to j0 .. j0 + 31
+      for (int u = tid; u < dy_rows * 9; u += kThreads) {
+        const int r = u / 9, e = u - r * 9;
+        const float* rowp = dyg + lb * p.y_stride_b + r * p.y_stride_c;  // position 0 of the row
+        const int lead = static_cast<int>(reinterpret_cast<uintptr_t>(rowp) >> 2) & 3;
+        const int64_t pos = j0 - lead + 4 * e;
+        float* d = Ds + r * kDyPitch + 4 * e;
+        if (pos >= 0 && pos + 4 <= p.out_length) {
+          cp_async16(d, rowp + pos, 16);
+        } else if (pos >= p.out_length || pos + 4 <= 0) {
+          cp_async16(d, dy, 0);
+        } else {
+#pragma unroll
+          for (int f = 0; f < 4; ++f) {
+            const bool ok = pos + f >= 0 && pos + f < p.out_length;
+            cp_async4(d + f, ok ? rowp + pos + f : dy, ok ? 4 : 0);
+          }
+        }
       }
     } else {
       for (int u = tid; u < dy_rows * kBJ; u += kThreads) {  // row u / 32, position u % 32
@@ -171,9 +194,21 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   float bsum = 0.f;
   auto round_stage = [&](int slot) {
     float4* D4 = reinterpret_cast<float4*>(smem_f + slot * q.slot_floats) + (tid >> 1) * (kDyPitch / 4) + (tid & 1) * 4;
+    float4 raw[4];
+    if (q.dy_lead) {  // the row's values start `lead` floats in: read them all (the warp), then store them aligned
+      const float* rowp = dyg + mb * p.y_stride_b + (tid >> 1) * p.y_stride_c;
+      const int lead = static_cast<int>(reinterpret_cast<uintptr_t>(rowp) >> 2) & 3;
+      const float* src = reinterpret_cast<const float*>(D4) + lead;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) raw[i] = make_float4(src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]);
+      __syncwarp();  // (the row's other half, the neighbouring lane, reads up to 3 floats of this half's destination)
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) raw[i] = D4[i];
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float4 v = D4[i];
+      float4 v = raw[i];
       if (with_bias) bsum += (v.x + v.y) + (v.z + v.w);
       v.x = to_tf32(v.x);
       v.y = to_tf32(v.y);
@@ -234,7 +269,10 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
     // output at all, and an Inf there times dy's zero would give NaN where torch's gradient is finite)
     const int64_t left = p.out_length - mjc * kBJ;
     const int valid = left < kBJ ? static_cast<int>(left) : kBJ;
-    if (++mjc == q.chunks_per_row) mjc = 0;
+    if (++mjc == q.chunks_per_row) {
+      mjc = 0;
+      ++mb;
+    }
 #pragma unroll
     for (int ks = 0; ks < kBJ / 8; ++ks) {
       uint32_t a[4][4];
@@ -319,6 +357,8 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   q.wlen = static_cast<int>(wlen);
   q.vec = q.s == 1 && rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, 4);
   q.dy_vec = rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, 4);
+  static const bool dy_align = env_equals("CONVKIT_F32_WGRAD_DY_ALIGN", "1");
+  q.dy_lead = dy_align && !q.dy_vec && p.y_stride_l == 1 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0;
   q.wq = q.vec ? round_up(q.wlen + 3, 4) : round_up((q.wlen + q.s - 1) / q.s, 4);
   const int span = q.nseg * q.s * q.wq;
   q.xp = round_up(span - 4, 32) + 4;
