@@ -14,7 +14,8 @@
 //     floats: the B fragments (8 channels of one tap x 4 positions) read conflict-free.
 // NS stages in flight; each stage is rounded to TF32 in shared memory once (cvt.rna, as cuDNN's TF32 convolutions),
 // after the n-tile-0 blocks have added its raw dy values to their grad-bias sums. Warp (wm, wn) owns rows wm*64 .. +64
-// and n8 tiles wn*4 .. +4 (tile t: tap t / (CN / 8), channels (t % (CN / 8)) * 8 ..). Each block writes its sums to
+// and n8 tiles wn, wn + 4, wn + 8, wn + 12 (dealt round: 12 tiles give every warp three; tile t is tap t / (CN / 8),
+// channels (t % (CN / 8)) * 8 ..). Each block writes its sums to
 // the workspace, and sum_weight_bias_partials adds the splits in a fixed order: deterministic, as the tile kernel of
 // conv1d_dense_f32.cu (16 positions a stage through registers, per-element gathers and bounds checks).
 // Measured (H100, session 28, TF32, kernel times in a fwd+bwd): faster than the tile kernel only where Cout/groups
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   int xoff[4];
 #pragma unroll
   for (int jn = 0; jn < 4; ++jn) {
-    const int t = wn * 4 + jn, per_tap = q.cn / 8;
+    const int t = jn * 4 + wn, per_tap = q.cn / 8;
     xoff[jn] = t < q.n8 ? ((t % per_tap) * 8 + gq) * q.xp + tap_off[t / per_tap] + tq : -1;
   }
 
@@ -309,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   const int per_tap = q.cn / 8;
 #pragma unroll
   for (int jn = 0; jn < 4; ++jn) {
-    const int t = wn * 4 + jn;
+    const int t = jn * 4 + wn;
     if (t >= q.n8) continue;
     const int k = t / per_tap;
 #pragma unroll
