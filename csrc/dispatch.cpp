@@ -196,7 +196,8 @@ Force forced() {
 bool gi_phase_buffer() { return !env_equals("CONVKIT_GI_PHASE_BUFFER", "0"); }
 
 // That buffer is interleaved into dx by convkit's kernel (kernels/conv1d_bwd_input_interleave.cu);
-// CONVKIT_GI_INTERLEAVE=torch (read once) uses torch's strided copy instead. H200, bf16 fwd+bwd, session 11:
+// CONVKIT_GI_INTERLEAVE=torch (read once) uses torch's strided copy instead (=elements: the kernel's element path at
+// every stride, read in the kernel file). H200, bf16 fwd+bwd, session 11:
 // kb76 35.5 -> 33.0 ms with the kernel (torch's copy of a > 2^31-element buffer runs split in four launches).
 bool gi_interleave_kernel() {
   static const bool on = !env_equals("CONVKIT_GI_INTERLEAVE", "torch");

@@ -1923,6 +1923,7 @@ from convkit.functional import resolve_padding
 torch.manual_seed(0)
 torch.backends.cudnn.allow_tf32 = False
 kernel = os.environ.get("CONVKIT_GI_INTERLEAVE") != "torch"
+elements = os.environ.get("CONVKIT_GI_INTERLEAVE") == "elements"
 unified = os.environ.get("CONVKIT_GI_UNIFIED") == "1"
 cases = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, groups
     ("stride_2", 2, 32, 32, 3, 1003, 2, 1, 1, 1), ("s3_d4", 2, 16, 32, 3, 1201, 3, 0, 4, 1),
@@ -1948,7 +1949,10 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
             y.backward(dy)
             torch.cuda.synchronize()
         events = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        assert any(re.search("interleave_(phases|rows)_kernel", n) for n in events) == kernel, (name, dtype, events)
+        # convkit's interleave: the vector kernel at strides 2-4 (unless =elements), the element kernel otherwise
+        ran = [n for n in events if re.search("interleave_(phases|rows)_kernel", n)]
+        want = "interleave_rows_kernel" if 2 <= S <= 4 and not elements else "interleave_phases_kernel"
+        assert (bool(ran) and all(want in n for n in ran)) if kernel else not ran, (name, dtype, want, events)
         pl, pr = resolve_padding(P, K, S, D)
         gi_launches = sum(any(k in n for k in ("conv1d_fwd_dense_mma_kernel", "conv1d_fwd_dense_f32_kernel",
                                                "conv1d_fwd_dense_f32_window_kernel")) for n in events)
@@ -1962,11 +1966,12 @@ print("strided grad-input cases passed")
 
 
 @pytest.mark.parametrize("env", [dict(CONVKIT_GI_INTERLEAVE=None, CONVKIT_GI_UNIFIED=None),
+                                 dict(CONVKIT_GI_INTERLEAVE="elements", CONVKIT_GI_UNIFIED=None),
                                  dict(CONVKIT_GI_INTERLEAVE="torch"), dict(CONVKIT_GI_UNIFIED="1"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_GI_INTERLEAVE="torch"),
                                  dict(CONVKIT_GI_UNIFIED="1", CONVKIT_DENSE_STAGE_WEIGHTS="1")],
-                         ids=["default", "interleave_torch", "unified", "unified_interleave_torch",
-                              "unified_staged_weights"])
+                         ids=["default", "interleave_elements", "interleave_torch", "unified",
+                              "unified_interleave_torch", "unified_staged_weights"])
 def test_dense_grad_input_strided_switches(env):
     run_child_script(INTERLEAVE_SCRIPT, "strided grad-input cases passed", CONVKIT_POISON_OUTPUTS="1",
                      CONVKIT_GI_FUSED="0", **env)

@@ -16,8 +16,10 @@
 //
 // Strides 2, 3 and 4 (session 28) take interleave_rows_kernel instead: one row (b, c) per grid row, so no thread
 // divides to find its row, and a thread moves one 16-byte vector of each of the S phase rows into S consecutive
-// 16-byte vectors of dx, transposed in registers (the stride is a template argument); where a row's dx or phase
-// rows are not 16-byte aligned, or dx is strided, and for the row's last piece, element by element. The one above
+// 16-byte vectors of dx, transposed in registers (the stride is a template argument). Where the phase rows or dx's
+// row are not 16-byte aligned it reads element by element and still stores 16 bytes at a time from dx's first 16-byte
+// boundary; strided dx, a row's first elements before that boundary and its last piece go element by element,
+// CONVKIT_GI_INTERLEAVE=elements keeps the kernel above at every stride (comparisons). The one above
 // did three 64-bit divisions and eight 4-byte loads for every 8 elements (H100, TF32 kb76's fwd+bwd: 10.45 ms for
 // 8.6 GB read and 8.6 GB written, ~1.6 TB/s).
 #include <cstdint>

@@ -7,7 +7,8 @@
 // tile of CN input channels x all K taps (CN = 8 * floor(16 / K), balanced over Cin/groups: at most 16 n8 tiles) and
 // one contiguous range (its split) of the 32-position chunks (b, j0 .. j0 + 31) of every batch row. A stage holds
 //   * dy's 128 x 32 tile (rows of 36 floats: the A fragments read conflict-free), by 16-byte copies where dy's rows are
-//     16-byte aligned, else by 4-byte ones;
+//     16-byte aligned, else by 4-byte ones (CONVKIT_F32_WGRAD_DY_ALIGN=1, an experiment: by 16-byte copies from the
+//     16-byte grid point at or before each row's first position, moved into place by the rounding pass);
 //   * the x window of the tile's CN channels for those 32 outputs, stored phase-split as in the window forward
 //     (conv1d_fwd_dense_f32.cu: row (t % S) * wq + t / S, so tap k of the 32 outputs is 32 consecutive floats at
 //     tap_off[k]; one window per tap where the dilation makes one window much longer), channel rows of xp = 4 (mod 32)
@@ -22,8 +23,9 @@
 // <= 64 (grouped_g8_k5 1.91 -> 1.34 ms: the tile kernel computes and loads 128 rows there, this one loads only the
 // group's); slower on the suite's other shapes (kb76 14.8 -> 17.1 ms, w2v_k3s2 11.8 -> 16.4, wavenet's fwd+bwd
 // 3.73 -> 5.97): its 32-position stages carry two barriers, a rounding pass and 4-byte dy copies where dy's rows
-// are not 16-byte aligned (kb76, w2v: odd output lengths) for only 64 MMAs a warp. So dispatch takes it where
-// Cout/groups <= 64; CONVKIT_F32_WGRAD_WINDOW=1 everywhere it plans, =0 nowhere (IEEE fp32 always runs the tile
+// are not 16-byte aligned (kb76, w2v: output lengths that are not multiples of 4) for only 64 MMAs a warp. So
+// make_plan takes it only where Cout/groups <= 64 (window_wanted; otherwise the TF32 entry points below fall back to
+// the tile kernel); CONVKIT_F32_WGRAD_WINDOW=1 everywhere it plans, =0 nowhere (IEEE fp32 always runs the tile
 // kernel).
 #include <algorithm>
 #include <cstdint>

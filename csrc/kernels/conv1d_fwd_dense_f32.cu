@@ -7,17 +7,17 @@
 // Cout/groups <= 64 (the "wide" tile: grouped_g8's 64-channel groups, the grad-input phases of Cin 64 like kb76's, which
 // would leave half of a 128-row tile's MMAs, weight copies and x windows on rows past Cout/groups), and walks the
 // reduction in stages of CC input channels x all K taps. A stage holds
-//   * the x window of its CC channels: every position the 128 outputs touch, stored phase-split
+//   * the x window of its CC channels: every position the tile's 128 outputs (wide: 256) touch, stored phase-split
 //     (row (t % S) * Wq + t / S), so that tap k of outputs j0 .. j0 + 127 is 128 consecutive floats of a
 //     channel's row at a per-tap offset (tap_off): the K taps share one window (x is read once per tile, not K
 //     times as an im2col gather would), any stride reads conflict-free. Where the dilation makes the contiguous
 //     window much longer than K separate ones (wavenet, D = 512), each tap gets its own window (segments);
-//     the positions of 128 outputs, or of 256 in a wide tile;
 //   * the weights of the stage, packed once per call (pack_f32_weights_kernel) into the exact shared-memory
 //     image the inner loop reads: the TF32 A fragments of a warp as one 16-byte load each (rounded to TF32 by
 //     the pack), or for FFMA rows of 128 (wide: 64) output channels (two 16-byte loads per thread and reduction
 //     index).
-// Both arrive by cp.async (x 4 bytes a position, zero-filled outside [0, L) and past Cin/groups; weights 16
+// Both arrive by cp.async (x 16 bytes at a time at stride 1 with aligned rows, else 4 bytes a position, zero-filled
+// outside [0, L) and past Cin/groups; weights 16
 // bytes), NS stages in flight; the stage sequence runs across the block's tiles (persistent blocks), so the next
 // tile's first stages load while this tile finishes. The epilogue writes y from the accumulators (bias,
 // activation; 8- or 16-byte stores where y's rows allow), with no shared memory, for the same reason.
@@ -140,7 +140,8 @@ __device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPl
 }
 
 // kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 2 where the plan pairs
-// blocks, 128 registers, else 1, 168 registers). kWide: 64 x 256 tiles (q.wide), else 128 x 128.
+// blocks, 128 registers (sm_90a: no spills; sm_80: 128 bytes), else 1, 168 registers). kWide: 64 x 256 tiles
+// (q.wide), else 128 x 128.
 template <bool kTF32, int CC, int kBlocks, bool kWide>
 __global__ void __launch_bounds__(kThreads, kBlocks)
     conv1d_fwd_dense_f32_window_kernel(const Conv1dParams p, const WindowPlan q, const float* __restrict__ wpack) {
@@ -185,8 +186,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         const int64_t g0 = p0 - lead;  // a multiple of 4
         const int units = (lead + q.wlen + 3) >> 2;
         if (c_ok && g0 >= 0 && g0 + 4 * units <= p.in_length) {
-          // every unit inside the row (every tile but a row's first and last): no bounds (ptxas, sm_90a: the
-          // same registers, the paired FFMA builds' spills 12 -> 8 bytes)
+          // every unit inside the row (every tile but a row's first and last): no bounds
           const float* sp = row + g0;
 #pragma unroll 1
           for (int u = lane; u < units; u += 32) cp_async16(dst + 4 * u, sp + 4 * u, 16);

@@ -124,7 +124,8 @@ cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream
 // The dense grad-input's stride phases, interleaved: dx[b, c, i] = buf[b, i % S, c, i / S] for a buf
 // with strides (buf_stride_b, buf_stride_rho, buf_stride_c, 1) (the phase launches' (S, B, C, lq) or the
 // one-launch (B, S, C, lq) layout), any dx strides, elements of 2, 4 or 8 bytes
-// (kernels/conv1d_bwd_input_interleave.cu; dispatch.cpp; CONVKIT_GI_INTERLEAVE=torch for torch's copy instead).
+// (kernels/conv1d_bwd_input_interleave.cu; dispatch.cpp; CONVKIT_GI_INTERLEAVE=torch for torch's copy instead,
+// =elements for the element kernel at every stride).
 struct InterleaveParams {
   int64_t batch, channels, in_length, lq;
   int64_t buf_stride_b, buf_stride_rho, buf_stride_c;
