@@ -63,8 +63,7 @@ struct WindowPlan {
   int vec;         // 1: stride 1, x rows of unit stride starting on 16-byte boundaries: 16-byte window copies
   int y_vec;       // 1: y rows of unit stride starting on 16-byte boundaries: vector stores for whole tiles
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
-  int wide;        // 1: 64 x 256 tiles (Cout/groups <= 64), else 128 x 128
-  int bm, bn;      // the tile: kBM x kBN, or kBM / 2 x 2 kBN
+  int wide;        // 1: 64 x 256 tiles (Cout/groups <= 64), else kBM x kBN = 128 x 128
 };
 
 // Floats of the packed weights: every stage's image, for every group and m tile.
@@ -87,21 +86,21 @@ __global__ void __launch_bounds__(256)
     divmod(blk, q.m_tiles, g, mt);
     const int ei = static_cast<int>(e);
     int m, c, k;
-    const int bm_log2 = q.wide ? 6 : 7;  // bm = 64 or 128
+    const int bm_log2 = q.wide ? 6 : 7, bm = 1 << bm_log2;  // the tile's rows
     if (tf32) {
-      const int f = ei & 3, lane = (ei >> 2) & 31, i = (ei >> 7) & ((q.bm >> 4) - 1), step = ei >> (bm_log2 + 3);
+      const int f = ei & 3, lane = (ei >> 2) & 31, i = (ei >> 7) & ((bm >> 4) - 1), step = ei >> (bm_log2 + 3);
       const int steps_per_tap = q.cc / 8;
       k = step / steps_per_tap;
       const int s8 = step - k * steps_per_tap;
       m = i * 16 + (lane >> 2) + 8 * (f & 1);
       c = s8 * 8 + (lane & 3) + 4 * (f >> 1);
     } else {
-      m = ei & (q.bm - 1);
+      m = ei & (bm - 1);
       const int kc = ei >> bm_log2;
       k = kc / q.cc;
       c = kc - k * q.cc;
     }
-    const int64_t co = mt * q.bm + m, ci = ch * q.cc + c;
+    const int64_t co = mt * bm + m, ci = ch * q.cc + c;
     float v = 0.f;
     if (co < q.cout_g && ci < q.cin_g)
       v = __ldg(w + (g * q.cout_g + co) * p.w_stride_o + ci * p.w_stride_i + k * p.w_stride_k);
@@ -114,7 +113,7 @@ struct Cursor {
   int64_t tile, ch;  // tile index (grid-stride), chunk of the reduction
   int64_t b, j0, g, mt;
 };
-template <int BN>  // = q.bn
+template <int BN>  // the tile's columns
 __device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Cursor& c) {
   // tile = ((b * j_tiles + jt) * groups + g) * m_tiles + mt: the m tiles of one x window are neighbours (L2).
   int64_t rest, jt;
@@ -476,10 +475,9 @@ bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q)
   q.s = static_cast<int>(p.stride);
   q.d = static_cast<int>(p.dilation);
   q.wide = wide;
-  q.bm = q.wide ? kBM / 2 : kBM;
-  q.bn = q.wide ? 2 * kBN : kBN;
-  const int64_t one = static_cast<int64_t>(q.bn - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
-  const int64_t per_tap = static_cast<int64_t>(q.bn - 1) * q.s + 1;
+  const int bm = wide ? kBM / 2 : kBM, bn = wide ? 2 * kBN : kBN;  // the tile
+  const int64_t one = static_cast<int64_t>(bn - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
+  const int64_t per_tap = static_cast<int64_t>(bn - 1) * q.s + 1;
   q.nseg = q.k > 1 && q.k * per_tap < one ? q.k : 1;
   const int64_t wlen = q.nseg == 1 ? one : per_tap;
   if (wlen > 8192) return false;
@@ -505,7 +503,7 @@ bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q)
   const bool may_pair = tf32 || !ffma1;
   const auto set_cc = [&](int cc) {
     q.cc = cc;
-    q.a_floats = q.bm * cc * q.k;
+    q.a_floats = bm * cc * q.k;
     q.slot_floats = q.a_floats + cc * q.xp;
     q.ns = std::min(4, (limit - kStaticSmem) / (q.slot_floats * 4));
   };
@@ -536,8 +534,8 @@ bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q)
   }
   q.smem_bytes = q.ns * slot_bytes;
   q.chunks = ceil_div(q.cin_g, q.cc);
-  q.m_tiles = ceil_div(q.cout_g, q.bm);
-  q.j_tiles = ceil_div(p.out_length, q.bn);
+  q.m_tiles = ceil_div(q.cout_g, bm);
+  q.j_tiles = ceil_div(p.out_length, bn);
   q.num_tiles = p.batch * q.j_tiles * p.groups * q.m_tiles;
   return true;
 }
