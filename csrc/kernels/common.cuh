@@ -265,6 +265,23 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem, int byte
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
 }
+// Positions pos .. pos + 3 of a row of n floats (row + pos 16-byte aligned wherever the unit lies inside the row) to
+// 16-byte aligned shared memory, zero outside [0, n): one 16-byte copy, a zero fill, or four 4-byte copies for a unit
+// across the row's start or end. `zeros`: any valid global address (read for 0 bytes).
+__device__ __forceinline__ void cp_async16_row(float* smem, const float* row, int64_t pos, int64_t n,
+                                               const float* zeros) {
+  if (pos >= 0 && pos + 4 <= n) {
+    cp_async16(smem, row + pos, 16);
+  } else if (pos >= n || pos + 4 <= 0) {
+    cp_async16(smem, zeros, 0);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool ok = pos + e >= 0 && pos + e < n;
+      cp_async4(smem + e, ok ? row + pos + e : zeros, ok ? 4 : 0);
+    }
+  }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

@@ -114,19 +114,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         const int r = u / 9, e = u - r * 9;
         const float* rowp = dyg + lb * p.y_stride_b + r * p.y_stride_c;  // position 0 of the row
         const int lead = static_cast<int>(reinterpret_cast<uintptr_t>(rowp) >> 2) & 3;
-        const int64_t pos = j0 - lead + 4 * e;
-        float* d = Ds + r * kDyPitch + 4 * e;
-        if (pos >= 0 && pos + 4 <= p.out_length) {
-          cp_async16(d, rowp + pos, 16);
-        } else if (pos >= p.out_length || pos + 4 <= 0) {
-          cp_async16(d, dy, 0);
-        } else {
-#pragma unroll
-          for (int f = 0; f < 4; ++f) {
-            const bool ok = pos + f >= 0 && pos + f < p.out_length;
-            cp_async4(d + f, ok ? rowp + pos + f : dy, ok ? 4 : 0);
-          }
-        }
+        cp_async16_row(Ds + r * kDyPitch + 4 * e, rowp, j0 - lead + 4 * e, p.out_length, dy);
       }
     } else {
       for (int u = tid; u < dy_rows * kBJ; u += kThreads) {  // row u / 32, position u % 32
@@ -145,21 +133,7 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
         const int lead = window_lead(p, q, sg);
         const int64_t a0 = p0 - lead;  // a multiple of 4
         const int units = (lead + q.wlen + 3) >> 2;
-        for (int u = lane; u < units; u += 32) {
-          const int64_t pos = a0 + 4 * u;
-          float* d = dst + 4 * u;
-          if (pos >= 0 && pos + 4 <= p.in_length) {
-            cp_async16(d, row + pos, 16);
-          } else if (pos >= p.in_length || pos + 4 <= 0) {
-            cp_async16(d, x, 0);
-          } else {  // a unit across the start or the end of the row
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const bool ok = pos + e >= 0 && pos + e < p.in_length;
-              cp_async4(d + e, ok ? row + pos + e : x, ok ? 4 : 0);
-            }
-          }
-        }
+        for (int u = lane; u < units; u += 32) cp_async16_row(dst + 4 * u, row, a0 + 4 * u, p.in_length, x);
       } else {
         // window positions t in [t_lo, t_hi) lie inside the row; lane l copies t = l, l + 32, ... into their phase
         // rows, (t / S, t % S) stepped without divisions, the source pointer stepped by 32 strides
