@@ -80,8 +80,8 @@ __global__ void __launch_bounds__(kThreads) interleave_phases_kernel(const E* __
 // 16-byte aligned phase rows its elements are elements m0 = u * kVec .. + kVec of each phase row (one 16-byte load
 // each, transposed in registers), otherwise they are read one by one (neighbouring threads read neighbouring phase
 // elements: the loads coalesce through L1). A row's last partial piece, and strided dx rows, go one by one.
-// kVec = 16 / sizeof(E) elements as one 16-byte vector (2-byte elements paired into 32-bit words by shifts: ptxas
-// put a byte-wise copy of them on the stack)
+// kVec = 16 / sizeof(E) elements as one 16-byte vector (2-byte elements paired into 32-bit words by shifts: with
+// memcpy ptxas put a byte-wise copy of them on the stack)
 template <typename E>
 __device__ __forceinline__ uint4 pack16(const E* e) {
   uint32_t w[4];
@@ -92,6 +92,17 @@ __device__ __forceinline__ uint4 pack16(const E* e) {
     else w[i] = static_cast<uint32_t>(e[i / 2] >> (32 * (i & 1)));
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// ... and back: e[0 .. kVec) from one 16-byte vector
+template <typename E>
+__device__ __forceinline__ void unpack16(const uint4& v, E* e) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 16 / static_cast<int>(sizeof(E)); ++j) {
+    if constexpr (sizeof(E) == 2) e[j] = static_cast<E>(w[j / 2] >> (16 * (j & 1)));
+    else if constexpr (sizeof(E) == 4) e[j] = w[j];
+    else e[j] = E{w[2 * j]} | E{w[2 * j + 1]} << 32;
+  }
 }
 
 template <typename E, int S>
@@ -123,14 +134,10 @@ __global__ void __launch_bounds__(kThreads) interleave_rows_kernel(const E* __re
         const int64_t m0 = u * kVec;
 #pragma unroll
         for (int r = 0; r < S; ++r) {  // element j of phase row r is dx element j * S + r of the piece
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + r * q.buf_stride_rho + m0));
-          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+          E ph[kVec];
+          unpack16(__ldg(reinterpret_cast<const uint4*>(src + r * q.buf_stride_rho + m0)), ph);
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            if constexpr (sizeof(E) == 2) out[j * S + r] = static_cast<E>(w[j / 2] >> (16 * (j & 1)));
-            else if constexpr (sizeof(E) == 4) out[j * S + r] = w[j];
-            else out[j * S + r] = E{w[2 * j]} | E{w[2 * j + 1]} << 32;
-          }
+          for (int j = 0; j < kVec; ++j) out[j * S + r] = ph[j];
         }
       } else {
         const int64_t m = i0 / S;
