@@ -163,6 +163,12 @@ __device__ __forceinline__ int64_t depthwise_in_channel(const Conv1dParams& p, i
     default: return cudaErrorInvalidValue;                              \
   }
 
+// The most splits whose fp32 partial sums (floats_per_split each) fit in ~256 MB of workspace (at least one).
+inline int64_t split_cap(int64_t floats_per_split) {
+  const int64_t cap = (int64_t{64} << 20) / floats_per_split;
+  return cap > 1 ? cap : 1;
+}
+
 // Splits of a deterministic split reduction (grad-weight): about `want` splits, never more than the
 // reduction's `chunks` units nor `cap`, and pairs * splits < 2^31 (one 1-D grid of (tile pair, split)
 // blocks). Sets per_split = the units of one split; returns the number of non-empty splits.

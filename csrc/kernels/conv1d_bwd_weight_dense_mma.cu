@@ -234,7 +234,7 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
   // About 8 blocks per SM in all (2 resident), never more splits than chunks; workspace <= ~256 MB.
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (n_weight + p.out_channels));
+  const int64_t cap = split_cap(n_weight + p.out_channels);
   const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 8, pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;

@@ -358,7 +358,7 @@ bool make_plan(const Conv1dParams& p, WgradPlan& q) {
   const int64_t pairs = p.groups * q.m_tiles * q.n_tiles;
   if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
   // about four blocks per resident block slot in all, never more splits than chunks; workspace <= ~256 MB
-  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * q.red + p.out_channels));
+  const int64_t cap = split_cap(p.out_channels * q.red + p.out_channels);
   const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * q.blocks_per_sm * 4, pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;

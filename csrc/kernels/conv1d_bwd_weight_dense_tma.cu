@@ -230,7 +230,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   if (pairs >= (int64_t{1} << 31)) return false;
   // about two blocks' worth of work per SM; workspace <= ~256 MB (half blocks write two partial sets per split)
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / ((n_weight + p.out_channels) * (q.half ? 2 : 1)));
+  const int64_t cap = split_cap((n_weight + p.out_channels) * (q.half ? 2 : 1));
   const int64_t want = std::max<int64_t>(1, 2 * int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;

@@ -387,7 +387,7 @@ bool make_plan(const Conv1dParams& p, GwPlan& q) {
   if (q.total_chunks == 0 || pairs >= (int64_t{1} << 31)) return false;
   // One block per SM (a single wave) when there are fewer tile pairs than SMs; workspace <= ~256 MB.
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t cap = std::max<int64_t>(1, (int64_t{64} << 20) / (n_weight + p.out_channels));
+  const int64_t cap = split_cap(n_weight + p.out_channels);
   const int64_t want = std::max<int64_t>(1, int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
   return true;

@@ -242,7 +242,7 @@ template <typename T> int64_t wgrad_splits(const Conv1dParams& p) {
   // about 4 blocks per SM, at least 64 positions per warp, workspace <= ~64 M floats
   const int64_t want = ceil_div(int64_t{p.num_sms > 0 ? p.num_sms : 1} * 4, c_tiles);
   const int64_t cap = std::min(std::max<int64_t>(1, total / (64 * kWarps)),
-                               std::max<int64_t>(1, (int64_t{64} << 20) / (p.out_channels * (p.kernel_size + 1))));
+                               split_cap(p.out_channels * (p.kernel_size + 1)));
   int64_t per_split;
   return plan_splits(want, std::max<int64_t>(total, 1), cap, c_tiles, per_split);
 }
