@@ -158,15 +158,16 @@ def run(B,Cin,Cout,L,K,S,D,P,PR,G,inf_tail=False,**kw):
         # sequential emulation of pipeline with slot assignment
         for s in range(ns-1):
             if s<total: load(s); advance()
-        xoff=np.full((8,32,4),-1)
         per_tap=cn//8
-        for w in range(8):
-            wm,wn=w&1,w>>1
-            for lane in range(32):
-                gq,tq=lane>>2,lane&3
-                for jn in range(4):
-                    t=jn*4+wn
-                    if t<q['n8']: xoff[w,lane,jn]=((t%per_tap)*8+gq)*xp+tap_off[t//per_tap]+tq
+        def lane_tiles():  # (warp, lane, jn, tap, first channel of the n8 tile) of every live n8 tile a lane holds
+            for w in range(8):
+                for lane in range(32):
+                    for jn in range(4):
+                        t=jn*4+(w>>1)  # dealt round to the warp columns
+                        if t<q['n8']: yield w,lane,jn,t//per_tap,(t%per_tap)*8
+        xoff=np.full((8,32,4),-1)
+        for w,lane,jn,k,cb in lane_tiles():
+            xoff[w,lane,jn]=(cb+(lane>>2))*xp+tap_off[k]+(lane&3)
         for gs in range(total):
             if gs+ns-1<total: load((gs+ns-1)%ns); advance()
             slot=gs%ns
@@ -216,19 +217,13 @@ def run(B,Cin,Cout,L,K,S,D,P,PR,G,inf_tail=False,**kw):
                 if co<q['cout_g']:
                     ix=splits*n_w+split*Cout+g*q['cout_g']+co; part[ix]=v; writes[ix]+=1
         dst=split*n_w+g*q['cout_g']*q['red']
-        for w in range(8):
-            wm,wn=w&1,w>>1
-            for lane in range(32):
-                gq,tq=lane>>2,lane&3
-                for jn in range(4):
-                    t=jn*4+wn
-                    if t>=q['n8']: continue
-                    k=t//per_tap
-                    for i in range(4):
-                        for f in range(4):
-                            co=co0+wm*64+i*16+gq+8*(f>>1); ci=c0+(t%per_tap)*8+2*tq+(f&1)
-                            if co<q['cout_g'] and ci<q['cin_g']:
-                                ix=dst+co*q['red']+ci*K+k; part[ix]=acc[w,lane,(i*4+jn)*4+f]; writes[ix]+=1
+        for w,lane,jn,k,cb in lane_tiles():
+            gq,tq=lane>>2,lane&3
+            for i in range(4):
+                for f in range(4):
+                    co=co0+(w&1)*64+i*16+gq+8*(f>>1); ci=c0+cb+2*tq+(f&1)
+                    if co<q['cout_g'] and ci<q['cin_g']:
+                        ix=dst+co*q['red']+ci*K+k; part[ix]=acc[w,lane,(i*4+jn)*4+f]; writes[ix]+=1
     assert (writes==1).all(), ("writes", np.unique(writes,return_counts=True))
     dw=part[:splits*n_w].reshape(splits,n_w).sum(0).reshape(Cout,q['cin_g'],K)
     db=part[splits*n_w:].reshape(splits,Cout).sum(0)
