@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "f32_window.cuh"
 #include "index_math.h"
 #include "launchers.h"
 #include "mma_common.cuh"
@@ -38,6 +39,8 @@
 namespace convkit {
 namespace {
 using namespace tc;
+using f32win::round_up;
+using f32win::window_lead;
 
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBJ = 32;  // output channels x positions of one stage
@@ -56,14 +59,6 @@ struct WgradPlan {
   int slot_floats, ns, blocks_per_sm, smem_bytes;
   int64_t cin_g, cout_g, red, m_tiles, n_tiles, chunks_per_row, total_chunks, per_split, splits;
 };
-
-// Positions of segment sg loaded before its first window position in the 16-byte path (q.vec): the window starts at
-// j0 - P + sg*D with j0 a multiple of 32, so its offset from the 16-byte grid is the same in every stage.
-__device__ __forceinline__ int window_lead(const Conv1dParams& p, const WgradPlan& q, int sg) {
-  if (!q.vec) return 0;
-  const int64_t o = (static_cast<int64_t>(sg) * q.d - p.pad_left) % 4;
-  return static_cast<int>(o < 0 ? o + 4 : o);
-}
 
 template <int kBlocks>
 __global__ void __launch_bounds__(kThreads, kBlocks)
@@ -300,8 +295,6 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   }
 }
 
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
 // Where this kernel runs (CONVKIT_F32_WGRAD_WINDOW, read once): Cout/groups <= 64 by default (see the top), =1 every
 // shape it plans, =0 none (the tile kernel of conv1d_dense_f32.cu everywhere).
 bool window_wanted(const Conv1dParams& p) {
@@ -310,36 +303,17 @@ bool window_wanted(const Conv1dParams& p) {
 }
 
 bool make_plan(const Conv1dParams& p, WgradPlan& q) {
-  if (!window_wanted(p)) return false;
-  if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
-  if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
-  if (p.stride > (1 << 20) || p.dilation > (1 << 20)) return false;
-  q.cin_g = p.in_channels / p.groups;
-  q.cout_g = p.out_channels / p.groups;
-  if (q.cin_g < 1 || q.cout_g < 1) return false;
-  q.k = static_cast<int>(p.kernel_size);
-  q.s = static_cast<int>(p.stride);
-  q.d = static_cast<int>(p.dilation);
+  // the window of a stage's 32 outputs, channel rows of xp = 4 (mod 32) floats: conflict-free B fragments
+  if (!window_wanted(p) || !f32win::plan_window(p, kBJ, kMaxK, 4, q)) return false;
   q.red = q.cin_g * q.k;
   // channels per n tile: 8 * floor(16 / K) at most (16 n8 tiles), spread evenly over the tiles Cin/groups needs
   const int cn_max = 8 * (kMaxN8 / q.k);
   q.n_tiles = ceil_div(q.cin_g, cn_max);
   q.cn = round_up(static_cast<int>(ceil_div(q.cin_g, q.n_tiles)), 8);
   q.n8 = q.k * q.cn / 8;
-  const int64_t one = static_cast<int64_t>(kBJ - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
-  const int64_t per_tap = static_cast<int64_t>(kBJ - 1) * q.s + 1;
-  q.nseg = q.k > 1 && q.k * per_tap < one ? q.k : 1;
-  const int64_t wlen = q.nseg == 1 ? one : per_tap;
-  if (wlen > 8192) return false;
-  q.wlen = static_cast<int>(wlen);
-  q.vec = q.s == 1 && rows_vec_aligned(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, 4);
   q.dy_vec = rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, 4);
   static const bool dy_align = env_equals("CONVKIT_F32_WGRAD_DY_ALIGN", "1");
   q.dy_lead = dy_align && !q.dy_vec && p.y_stride_l == 1 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0;
-  q.wq = q.vec ? round_up(q.wlen + 3, 4) : round_up((q.wlen + q.s - 1) / q.s, 4);
-  const int span = q.nseg * q.s * q.wq;
-  q.xp = round_up(span - 4, 32) + 4;
-  if (q.xp < span) q.xp += 32;
   q.slot_floats = kBM * kDyPitch + q.cn * q.xp;
   // two blocks per SM where three stages fit twice (four where four do), else one with up to four
   const int limit = smem_optin_bytes(), slot_bytes = q.slot_floats * 4;

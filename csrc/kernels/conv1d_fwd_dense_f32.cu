@@ -31,6 +31,7 @@
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "f32_window.cuh"
 #include "index_math.h"
 #include "launchers.h"
 #include "mma_common.cuh"
@@ -38,6 +39,7 @@
 namespace convkit {
 namespace {
 using namespace tc;
+using f32win::window_lead;
 
 constexpr int kThreads = 256;
 // Tile rows (output channels) x columns (output positions): kBM x kBN, or kBM / 2 x 2 kBN in a wide tile.
@@ -128,14 +130,6 @@ __device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Curs
 __device__ __forceinline__ float round_tf32(float v) {
   const uint32_t b = __float_as_uint(v);
   return __uint_as_float((b & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu : (b + 0x1000u) & 0xffffe000u);
-}
-
-// Positions of segment sg loaded before its first window position in the 16-byte path (q.vec): the window starts at
-// j0 - P + sg*D, and j0 is a multiple of 128, so its offset from the 16-byte grid is the same in every tile.
-__device__ __forceinline__ int window_lead(const Conv1dParams& p, const WindowPlan& q, int sg) {
-  if (!q.vec) return 0;
-  const int64_t o = (static_cast<int64_t>(sg) * q.d - p.pad_left) % 4;
-  return static_cast<int>(o < 0 ? o + 4 : o);
 }
 
 // kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 2 where the plan pairs
@@ -461,37 +455,12 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
   cp_async_wait<0>();  // no copy outlives the block
 }
 
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
 bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q) {
-  if (p.dtype != DType::kFloat32 || p.w_dtype != DType::kFloat32 || p.groups < 1) return false;
-  if (p.kernel_size < 1 || p.kernel_size > kMaxK || p.stride < 1 || p.dilation < 1) return false;
-  // (B * 128 window positions stay in int: S and D up to 2^20 are far beyond any real conv)
-  if (p.stride > (1 << 20) || p.dilation > (1 << 20)) return false;
-  q.cin_g = p.in_channels / p.groups;
-  q.cout_g = p.out_channels / p.groups;
-  if (q.cin_g < 1 || q.cout_g < 1) return false;
-  q.k = static_cast<int>(p.kernel_size);
-  q.s = static_cast<int>(p.stride);
-  q.d = static_cast<int>(p.dilation);
   q.wide = wide;
   const int bm = wide ? kBM / 2 : kBM, bn = wide ? 2 * kBN : kBN;  // the tile
-  const int64_t one = static_cast<int64_t>(bn - 1) * q.s + static_cast<int64_t>(q.k - 1) * q.d + 1;
-  const int64_t per_tap = static_cast<int64_t>(bn - 1) * q.s + 1;
-  q.nseg = q.k > 1 && q.k * per_tap < one ? q.k : 1;
-  const int64_t wlen = q.nseg == 1 ? one : per_tap;
-  if (wlen > 8192) return false;
-  q.wlen = static_cast<int>(wlen);
-  const auto aligned = [](const void* ptr, int64_t sb, int64_t sc) {
-    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && sb % 4 == 0 && sc % 4 == 0;
-  };
-  q.vec = q.s == 1 && p.x_stride_l == 1 && aligned(p.x, p.x_stride_b, p.x_stride_c);
-  q.y_vec = p.y_stride_l == 1 && aligned(p.y, p.y_stride_b, p.y_stride_c);
-  // (the 16-byte path loads up to 3 positions before the window and rounds its end up to whole units)
-  q.wq = q.vec ? round_up(q.wlen + 3, 4) : round_up((q.wlen + q.s - 1) / q.s, 4);
-  const int span = q.nseg * q.s * q.wq;
-  q.xp = round_up(span - 8, 32) + 8;
-  if (q.xp < span) q.xp += 32;
+  // the window of bn outputs, channel rows of xp = 8 (mod 32) floats: conflict-free B fragments and FFMA rows
+  if (!f32win::plan_window(p, bn, kMaxK, 8, q)) return false;
+  q.y_vec = rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, 4);
   // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). Both
   // kernels are capped at 128 registers and run two blocks per SM where three stages each fit in half the SM's
   // shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per block), otherwise one block with up to four
