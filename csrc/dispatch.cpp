@@ -646,11 +646,14 @@ bool f32_wgrad_dense_like() {
   return on;
 }
 
+const char* const kTapRowsGradWeightName = "tap_rows + conv1d_bwd_weight_dense_tma";
+
 WeightGradChoice dense_grad_weight(const Conv1dParams& p) {
   if ((is_depthwise(p) && !dense_like_depthwise(p)) || forced() == Force::kAllGeneric)
     return {nullptr, nullptr, ""};
-  if (conv1d_bwd_weight_dense_tma_supports(p))  // stride 1, rows by TMA (CONVKIT_DENSE_TMA_WGRAD=0: off)
-    return {&launch_conv1d_bwd_weight_dense_tma, &plan_conv1d_bwd_weight_dense_tma, "conv1d_bwd_weight_dense_tma"};
+  if (conv1d_bwd_weight_dense_tma_supports(p))  // rows by TMA (CONVKIT_DENSE_TMA_WGRAD=0: off), copied where needed
+    return {&launch_conv1d_bwd_weight_dense_tma, &plan_conv1d_bwd_weight_dense_tma,
+            conv1d_bwd_weight_dense_tma_taps(p) ? kTapRowsGradWeightName : "conv1d_bwd_weight_dense_tma"};
   if (conv1d_bwd_weight_dense_wgmma_supports(p))  // Hopper, sm_90a builds (CONVKIT_DENSE_WGMMA=0: off)
     return {&launch_conv1d_bwd_weight_dense_wgmma, &plan_conv1d_bwd_weight_dense_wgmma, "conv1d_bwd_weight_dense_wgmma"};
   if (conv1d_bwd_weight_dense_mma_supports(p))

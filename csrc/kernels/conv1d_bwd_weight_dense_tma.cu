@@ -1,5 +1,5 @@
-// Dense and grouped grad-weight (+ grad-bias) of a stride-1 convolution on wgmma with both operands brought in by
-// TMA straight from (B, C, L) x and dy, sm_90a, fp16/bf16 in, fp32 accumulation (session 23). dispatch.cpp
+// Dense and grouped grad-weight (+ grad-bias) on wgmma with both operands brought in by TMA from (B, C, L) rows of x
+// and dy, sm_90a, fp16/bf16 in, fp32 accumulation (session 23). dispatch.cpp
 // (dense_grad_weight) runs it first wherever conv1d_bwd_weight_dense_tma_supports(p) holds; CONVKIT_DENSE_TMA_WGRAD=0
 // switches it off. Checked by test_dense_tma_grad_weight (a child process). H100, bf16 (session 24): tcn 0.293 ms
 // against 0.63 for the register-staged wgmma kernel, wavenet 0.216 against 0.53 (mma.sync); fwd+bwd tcn 1.645 ->
@@ -8,7 +8,10 @@
 // Why: the register-staged wgmma grad-weight (conv1d_bwd_weight_dense_wgmma.cu) spends its time staging (loads,
 // realignment, transposes by the threads), not in its MMAs (session 14); at stride 1 both operands are already in
 // the layout wgmma wants when x and dy rows are 16-byte aligned and the taps' shifts k*D - P are multiples of 8
-// positions (the copy engine's boxes start 16-byte aligned along the innermost dimension):
+// positions (the copy engine's boxes start 16-byte aligned along the innermost dimension). Elsewhere (stride > 1,
+// other shifts, x or dy rows a map cannot describe) the launcher first copies them into that form in the workspace
+// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units), where Cout/groups >= 256
+// by default (w2v_k3s2).
 //
 //   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
 //
@@ -48,6 +51,10 @@ constexpr int kOnesBytes = 8 * 128;            // B of the grad-bias MMA: 8 rows
 
 struct GwTmaPlan {
   int k, d, p;
+  int taps;     // 1: x read from its tap rows (tap_rows_kernel's copy in the workspace), every box at position j0
+  int dy_rows;  // 1: dy read from a copy with rows of lt elements (its own rows are not whole 16-byte units)
+  int64_t lt;   // the copies' row length (Lout rounded up to 8: whole 16-byte units)
+  int64_t ws_floats, xt_offset, dyt_offset;  // the partial sums' floats; where the copies start (floats)
   int half;     // 1: BM 64, warpgroup wgi takes 16-position steps 2 wgi, 2 wgi + 1 of each chunk (partial set wgi)
   int bm, a_bytes, stage_bytes, ns, ones_off, bar_off, smem_bytes;
   int64_t cin_g, cout_g, n_g, m_tiles, n_tiles, chunks_per_row, total_chunks, splits, per_split;
@@ -87,9 +94,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     mbar_arrive_expect_tx(bar, static_cast<uint32_t>(q.a_bytes + K * kBBytes));
     load_4d(dst, &dymap, j0, static_cast<int>(co0), static_cast<int>(g), static_cast<int>(b), bar);
 #pragma unroll
-    for (int k = 0; k < K; ++k)
-      load_4d(dst + q.a_bytes + k * kBBytes, &xmap, j0 + k * q.d - q.p, static_cast<int>(ci0), static_cast<int>(g),
-              static_cast<int>(b), bar);
+    for (int k = 0; k < K; ++k) {  // tap rows: row set g * K + k, already shifted
+      const int xj = q.taps ? j0 : j0 + k * q.d - q.p, xg = q.taps ? static_cast<int>(g) * K + k : static_cast<int>(g);
+      load_4d(dst + q.a_bytes + k * kBBytes, &xmap, xj, static_cast<int>(ci0), xg, static_cast<int>(b), bar);
+    }
   };
 
   if (tid == 0) {
@@ -178,6 +186,48 @@ bool switched_on() {
   return on;
 }
 
+// Where x cannot be read straight from its rows (stride > 1, tap shifts k*D - P that are not whole 16-byte units,
+// x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher first copies x's tap rows (tap_rows_kernel)
+// into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which pays where many output
+// channels share them. CONVKIT_DENSE_TMA_WGRAD_TAPS=0: never; =1: wherever the kernel's other conditions hold;
+// default: Cout/groups >= kTapsMinCout.
+constexpr int64_t kTapsMinCout = 256;
+int taps_mode() {
+  static const int mode = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "0")   ? 0
+                          : env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1") ? 1
+                                                                             : 2;
+  return mode;
+}
+
+// The tap rows of x (16-bit elements moved as raw bits; a = the launch's arguments):
+//   xt[b, g, k, ci, j] = x[b, g * Cin_g + ci, j * S + k * D - P] for j < Lout (zero outside the row), 0 for j >= Lout
+// up to the row length lt, so that tap k's box of a chunk starts at j0 in row set g * K + k. With one tap, stride 1
+// and no shift the same kernel gives dy rows of lt elements.
+struct TapRowsArgs {
+  const uint16_t* src;
+  uint16_t* dst;
+  int64_t sb, sc, sl, len, lout, lt, s, d, p, batch;
+  int channels, ch_g, groups, k;
+};
+
+__global__ void __launch_bounds__(256) tap_rows_kernel(const TapRowsArgs a) {
+  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
+    for (int c = blockIdx.y; c < a.channels; c += gridDim.y) {
+      const int g = c / a.ch_g, ci = c - g * a.ch_g;
+      const uint16_t* row = a.src + b * a.sb + c * a.sc;
+      uint16_t* out = a.dst + (((b * a.groups + g) * a.k) * a.ch_g + ci) * a.lt;
+      const int64_t tap_stride = static_cast<int64_t>(a.ch_g) * a.lt;
+      for (int64_t j = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; j < a.lt; j += int64_t{gridDim.x} * 256) {
+        const int64_t t0 = j * a.s - a.p;
+        for (int k = 0; k < a.k; ++k) {
+          const int64_t t = t0 + k * a.d;
+          const bool ok = j < a.lout && t >= 0 && t < a.len;
+          out[k * tap_stride + j] = ok ? row[t * a.sl] : uint16_t{0};
+        }
+      }
+    }
+}
+
 // Rows a 4-D map (position, channel in group, group, batch) can describe: positions contiguous, channel and batch
 // strides multiples of 16 bytes, 16-byte aligned, strides ordered.
 bool rows_ok(const void* ptr, int64_t sb, int64_t sc, int64_t sl, int64_t c, int64_t l) {
@@ -191,23 +241,35 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   return false;
 #else
   if (!switched_on() || !sm90a_16bit_whole_groups(p)) return false;
-  if (p.stride != 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
+  if (p.stride < 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
-  // Every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine needs that start 16-byte
-  // aligned (an unaligned one is an illegal instruction, as Triton found (issue 7385) and, most likely, this
-  // project's reverted direct-dy grad-input did: b8c1fc1), so k*D - P must be a multiple of 8 for every tap
-  // (tcn: D 8, P 8; wavenet: D 512, P 0).
-  if (p.pad_left % 8 != 0 || (p.kernel_size > 1 && p.dilation % 8 != 0)) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
-  if (p.in_length + (p.kernel_size - 1) * p.dilation + J >= (int64_t{1} << 31) ||
-      p.out_length + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
+  if (p.out_length + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
     return false;  // TMA coordinates are 32-bit
   q.cin_g = p.in_channels / p.groups;
   q.cout_g = p.out_channels / p.groups;
   if (q.cin_g < 32 || q.cout_g < 32) return false;  // narrower tiles waste most of the 128 x 64 tile
-  if (!rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length)) return false;
-  if (!rows_ok(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, p.out_channels, p.out_length)) return false;
   if (encode_tiled() == nullptr) return false;
+  // x straight from its rows: every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine
+  // needs that start 16-byte aligned (an unaligned one is an illegal instruction, as Triton found (issue 7385) and,
+  // most likely, this project's reverted direct-dy grad-input did: b8c1fc1), so k*D - P must be a multiple of 8 for
+  // every tap (tcn: D 8, P 8; wavenet: D 512, P 0). Else from tap rows (taps_mode).
+  const bool direct = p.stride == 1 && p.pad_left % 8 == 0 && (p.kernel_size == 1 || p.dilation % 8 == 0) &&
+                      rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length) &&
+                      p.in_length + (p.kernel_size - 1) * p.dilation + J < (int64_t{1} << 31);
+  const bool dy_direct = rows_ok(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, p.out_channels, p.out_length);
+  q.taps = direct ? 0 : 1;
+  q.dy_rows = dy_direct ? 0 : 1;
+  q.lt = ceil_div(p.out_length, 8) * 8;
+  if (q.taps || q.dy_rows) {
+    const int mode = taps_mode();
+    if (mode == 0 || (mode == 2 && q.cout_g < kTapsMinCout)) return false;
+    if (p.in_channels >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) ||
+        p.groups * p.kernel_size >= (int64_t{1} << 31))
+      return false;
+    const int64_t elements = p.batch * q.lt * (q.taps * p.in_channels * p.kernel_size + q.dy_rows * p.out_channels);
+    if (elements > (int64_t{1} << 31)) return false;  // at most 4 GiB of copies
+  }
   q.k = static_cast<int>(p.kernel_size);
   q.d = static_cast<int>(p.dilation);
   q.p = static_cast<int>(p.pad_left);
@@ -233,6 +295,10 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   const int64_t cap = split_cap((n_weight + p.out_channels) * (q.half ? 2 : 1));
   const int64_t want = std::max<int64_t>(1, 2 * int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
+  q.ws_floats = q.splits * (q.half ? 2 : 1) * (n_weight + p.out_channels);
+  // the copies after the sums (two 16-bit elements a float, 256-byte aligned)
+  q.xt_offset = ceil_div(q.ws_floats, 64) * 64;
+  q.dyt_offset = q.xt_offset + (q.taps ? ceil_div(p.batch * p.in_channels * q.k * q.lt, 128) * 64 : 0);
   return true;
 #endif
 }
@@ -250,6 +316,23 @@ bool make_rows_map(CUtensorMap& map, bool fp16, const void* ptr, int64_t len, in
                         const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// tap_rows_kernel over rows of `channels` channels (groups of ch_g), taps from row position j * s + k * d - pad.
+cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t sc, int64_t sl, int64_t len,
+                            int64_t channels, int64_t ch_g, int64_t s, int64_t d, int64_t pad, int k,
+                            const Conv1dParams& p, const GwTmaPlan& q, cudaStream_t stream) {
+  TapRowsArgs a;
+  a.src = static_cast<const uint16_t*>(src);
+  a.dst = dst;
+  a.sb = sb, a.sc = sc, a.sl = sl, a.len = len, a.lout = p.out_length, a.lt = q.lt, a.s = s, a.d = d, a.p = pad;
+  a.batch = p.batch;
+  a.channels = static_cast<int>(channels), a.ch_g = static_cast<int>(ch_g), a.groups = static_cast<int>(p.groups), a.k = k;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 1024), 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(channels, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
+  tap_rows_kernel<<<grid, 256, 0, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <typename T, int K>
@@ -286,12 +369,17 @@ bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p) {
   return make_plan(p, q);
 }
 
+bool conv1d_bwd_weight_dense_tma_taps(const Conv1dParams& p) {
+  GwTmaPlan q;
+  return make_plan(p, q) && (q.taps || q.dy_rows);
+}
+
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p) {
   GwTmaPlan q;
   if (!make_plan(p, q)) return 0;
   p.weight_splits = q.splits * (q.half ? 2 : 1);  // partial sets (conv1d_params.h)
   p.bias_splits = p.weight_splits;
-  return p.weight_splits * (p.out_channels * q.n_g + p.out_channels);
+  return q.dy_rows ? q.dyt_offset + ceil_div(p.batch * p.out_channels * q.lt, 2) : q.taps ? q.dyt_offset : q.ws_floats;
 }
 
 cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream) {
@@ -300,9 +388,29 @@ cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream
     return cudaErrorInvalidValue;
   CUtensorMap dymap, xmap;
   const bool fp16 = p.dtype == DType::kFloat16;
-  if (!make_rows_map(dymap, fp16, p.y, p.out_length, q.cout_g, p.groups, p.batch, p.y_stride_c, p.y_stride_b, q.bm) ||
-      !make_rows_map(xmap, fp16, p.x, p.in_length, q.cin_g, p.groups, p.batch, p.x_stride_c, p.x_stride_b, BN))
+  float* ws = static_cast<float*>(p.workspace);
+  if (q.taps) {  // x's tap rows into the workspace after the partial sums, then a map of them
+    uint16_t* xt = reinterpret_cast<uint16_t*>(ws + q.xt_offset);
+    const cudaError_t err = launch_tap_rows(p.x, xt, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_length,
+                                            p.in_channels, q.cin_g, p.stride, p.dilation, p.pad_left, q.k, p, q, stream);
+    const int64_t sets = p.groups * q.k;
+    if (err != cudaSuccess) return err;
+    if (!make_rows_map(xmap, fp16, xt, q.lt, q.cin_g, sets, p.batch, q.lt, sets * q.cin_g * q.lt, BN))
+      return cudaErrorInvalidValue;
+  } else if (!make_rows_map(xmap, fp16, p.x, p.in_length, q.cin_g, p.groups, p.batch, p.x_stride_c, p.x_stride_b, BN)) {
     return cudaErrorInvalidValue;
+  }
+  if (q.dy_rows) {  // dy in rows of lt elements (one tap: stride 1, no shift)
+    uint16_t* dyt = reinterpret_cast<uint16_t*>(ws + q.dyt_offset);
+    const cudaError_t err = launch_tap_rows(p.y, dyt, p.y_stride_b, p.y_stride_c, p.y_stride_l, p.out_length,
+                                            p.out_channels, q.cout_g, 1, 1, 0, 1, p, q, stream);
+    if (err != cudaSuccess) return err;
+    if (!make_rows_map(dymap, fp16, dyt, q.lt, q.cout_g, p.groups, p.batch, q.lt, p.out_channels * q.lt, q.bm))
+      return cudaErrorInvalidValue;
+  } else if (!make_rows_map(dymap, fp16, p.y, p.out_length, q.cout_g, p.groups, p.batch, p.y_stride_c, p.y_stride_b,
+                            q.bm)) {
+    return cudaErrorInvalidValue;
+  }
   if (fp16) return launch_typed<__half>(dymap, xmap, p, q, stream);
   return launch_typed<__nv_bfloat16>(dymap, xmap, p, q, stream);
 }

@@ -113,11 +113,14 @@ cudaError_t launch_conv1d_bwd_weight_dense_mma(const Conv1dParams& p, cudaStream
 bool conv1d_bwd_weight_dense_wgmma_supports(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_wgmma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStream_t stream);
-// The same for stride 1 with both operands by TMA from (B, C, L) rows (kernels/conv1d_bwd_weight_dense_tma.cu;
-// sm_90a code only; CONVKIT_DENSE_TMA_WGRAD=0 switches it off). supports(p): 16-bit, stride 1, K <= 4,
-// Cin/groups and Cout/groups >= 32, x and dy (p.y) rows contiguous with channel and batch strides multiples of 8
-// elements, 16-byte aligned, padding and (K > 1) dilation multiples of 8.
+// The same with both operands by TMA from rows (kernels/conv1d_bwd_weight_dense_tma.cu; sm_90a code only;
+// CONVKIT_DENSE_TMA_WGRAD=0 switches it off). supports(p): 16-bit, K <= 4, Cin/groups and Cout/groups >= 32, and
+// either x and dy (p.y) read straight from (B, C, L) rows (stride 1, rows contiguous with channel and batch
+// strides multiples of 8 elements, 16-byte aligned, padding and (K > 1) dilation multiples of 8) or, where they
+// cannot be, from copies into the workspace (x's tap rows, dy in rows of whole 16-byte units): taps(p) says so;
+// by default only where Cout/groups >= 256 (CONVKIT_DENSE_TMA_WGRAD_TAPS=1: always, =0: never).
 bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p);
+bool conv1d_bwd_weight_dense_tma_taps(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p);
 cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 
