@@ -10,8 +10,8 @@
 // the layout wgmma wants when x and dy rows are 16-byte aligned and the taps' shifts k*D - P are multiples of 8
 // positions (the copy engine's boxes start 16-byte aligned along the innermost dimension). Elsewhere (stride > 1,
 // other shifts, x or dy rows a map cannot describe) the launcher first copies them into that form in the workspace
-// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units), where Cout/groups >= 256
-// by default (w2v_k3s2).
+// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units; opt-in until it has run on a
+// GPU: CONVKIT_DENSE_TMA_WGRAD_TAPS=1).
 //
 //   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
 //
@@ -187,16 +187,13 @@ bool switched_on() {
 }
 
 // Where x cannot be read straight from its rows (stride > 1, tap shifts k*D - P that are not whole 16-byte units,
-// x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher first copies x's tap rows (tap_rows_kernel)
-// into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which pays where many output
-// channels share them. CONVKIT_DENSE_TMA_WGRAD_TAPS=0: never; =1: wherever the kernel's other conditions hold;
-// default: Cout/groups >= kTapsMinCout.
-constexpr int64_t kTapsMinCout = 256;
-int taps_mode() {
-  static const int mode = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "0")   ? 0
-                          : env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1") ? 1
-                                                                             : 2;
-  return mode;
+// x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher can first copy x's tap rows (tap_rows_kernel)
+// into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which should pay where many
+// output channels share them (w2v_k3s2: Cout 512). Not yet run on a GPU (session 29 got no machine), so opt-in:
+// CONVKIT_DENSE_TMA_WGRAD_TAPS=1 takes every call the kernel's other conditions allow.
+bool taps_on() {
+  static const bool on = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1");
+  return on;
 }
 
 // The tap rows of x (16-bit elements moved as raw bits; a = the launch's arguments):
@@ -253,7 +250,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   // x straight from its rows: every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine
   // needs that start 16-byte aligned (an unaligned one is an illegal instruction, as Triton found (issue 7385) and,
   // most likely, this project's reverted direct-dy grad-input did: b8c1fc1), so k*D - P must be a multiple of 8 for
-  // every tap (tcn: D 8, P 8; wavenet: D 512, P 0). Else from tap rows (taps_mode).
+  // every tap (tcn: D 8, P 8; wavenet: D 512, P 0). Else from tap rows (taps_on).
   const bool direct = p.stride == 1 && p.pad_left % 8 == 0 && (p.kernel_size == 1 || p.dilation % 8 == 0) &&
                       rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length) &&
                       p.in_length + (p.kernel_size - 1) * p.dilation + J < (int64_t{1} << 31);
@@ -262,8 +259,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.dy_rows = dy_direct ? 0 : 1;
   q.lt = ceil_div(p.out_length, 8) * 8;
   if (q.taps || q.dy_rows) {
-    const int mode = taps_mode();
-    if (mode == 0 || (mode == 2 && q.cout_g < kTapsMinCout)) return false;
+    if (!taps_on()) return false;
     if (p.in_channels >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) ||
         p.groups * p.kernel_size >= (int64_t{1} << 31))
       return false;
@@ -327,7 +323,8 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   a.dst = dst;
   a.sb = sb, a.sc = sc, a.sl = sl, a.len = len, a.lout = p.out_length, a.lt = q.lt, a.s = s, a.d = d, a.p = pad;
   a.batch = p.batch;
-  a.channels = static_cast<int>(channels), a.ch_g = static_cast<int>(ch_g), a.groups = static_cast<int>(p.groups), a.k = k;
+  a.channels = static_cast<int>(channels), a.ch_g = static_cast<int>(ch_g);
+  a.groups = static_cast<int>(p.groups), a.k = k;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 1024), 65535)),
                   static_cast<unsigned>(std::min<int64_t>(channels, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
@@ -392,7 +389,8 @@ cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream
   if (q.taps) {  // x's tap rows into the workspace after the partial sums, then a map of them
     uint16_t* xt = reinterpret_cast<uint16_t*>(ws + q.xt_offset);
     const cudaError_t err = launch_tap_rows(p.x, xt, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_length,
-                                            p.in_channels, q.cin_g, p.stride, p.dilation, p.pad_left, q.k, p, q, stream);
+                                            p.in_channels, q.cin_g, p.stride, p.dilation, p.pad_left, q.k, p, q,
+                                            stream);
     const int64_t sets = p.groups * q.k;
     if (err != cudaSuccess) return err;
     if (!make_rows_map(xmap, fp16, xt, q.lt, q.cin_g, sets, p.batch, q.lt, sets * q.cin_g * q.lt, BN))
