@@ -932,7 +932,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     q.bias = need_bias ? db.data_ptr() : nullptr;
     const WeightGradChoice gw = need_weight ? dense_grad_weight(p) : WeightGradChoice{nullptr, nullptr, ""};
     if (gw.launch != nullptr) {
-      at::Tensor ws = at::empty({gw.plan(q)}, opts.dtype(at::kFloat));
+      // (the TMA grad-weight writes every partial sum and, on tap rows, reads only copies it wrote: poisoned in tests)
+      const int64_t n = gw.plan(q);
+      at::Tensor ws = gw.launch == &launch_conv1d_bwd_weight_dense_tma ? new_output({n}, opts.dtype(at::kFloat))
+                                                                        : at::empty({n}, opts.dtype(at::kFloat));
       q.workspace = ws.data_ptr();
       check_launch(gw.launch(q, current_stream()), gw.name);
     } else {

@@ -1254,8 +1254,10 @@ def test_dense_tma_grad_weight():
 # odd output rows (w2v-like: both copies), stride 3 with dilation 4 (kb76-like), padding 1 (shifts -1, 0, 1; Cout
 # 64: half blocks), K 4 with padding 3, odd x rows with aligned dy rows (the x copy alone), an aligned x with a
 # (B, L, C) view of dy (dy's copy alone), a (B, L, C) view of x and of dy at stride 2, two groups, half blocks at
-# stride 2, K 1 at stride 2, Cin 40 and Cout 200 (partial tiles); grad-weight and grad-bias against float64 torch
-# with poisoned outputs, the same bits on a second run. Then the default: off.
+# stride 2, K 1 at stride 2, Cin 40 and Cout 200 (partial tiles), causal K 4 with dilation 2 (padding on one side),
+# stride 2 with aligned dy rows (the x copy alone); grad-weight and grad-bias against float64 torch with poisoned
+# outputs and a poisoned workspace (dispatch.cpp), the same bits on a second run; the profiler sees the copy kernel
+# and the TMA kernel run for two cases. Then the default: off.
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1265,9 +1267,18 @@ cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, x view / dy 
     (2, 128, 128, 3, 1999, 2, 0, 1, 1, ""), (2, 64, 96, 3, 1201, 3, 0, 4, 1, ""), (2, 64, 64, 3, 1000, 1, 1, 1, 1, ""),
     (1, 96, 64, 4, 777, 1, 3, 1, 1, ""), (2, 64, 128, 2, 1001, 1, 0, 1, 1, ""), (2, 64, 96, 2, 1000, 1, 0, 8, 1, "dy"),
     (2, 64, 96, 3, 900, 2, 1, 1, 1, "x"), (2, 64, 96, 3, 900, 2, 1, 1, 1, "dy"), (1, 256, 256, 3, 1500, 2, 1, 1, 2, ""),
-    (2, 128, 128, 3, 1234, 2, 0, 2, 2, ""), (2, 64, 64, 1, 999, 2, 0, 1, 1, ""), (2, 40, 200, 3, 1000, 2, 1, 1, 1, "")]
+    (2, 128, 128, 3, 1234, 2, 0, 2, 2, ""), (2, 64, 64, 1, 999, 2, 0, 1, 1, ""), (2, 40, 200, 3, 1000, 2, 1, 1, 1, ""),
+    (2, 64, 96, 4, 1000, 1, "causal", 2, 1, ""), (2, 64, 96, 3, 2001, 2, 0, 1, 1, "")]
+
+def gpu_kernels(fn):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+
 for dtype in (torch.bfloat16, torch.float16):
-    for B, Cin, Cout, K, L, S, P, D, G, view in cases:
+    for i, (B, Cin, Cout, K, L, S, P, D, G, view) in enumerate(cases):
         if view == "x":
             x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
         else:
@@ -1286,7 +1297,13 @@ for dtype in (torch.bfloat16, torch.float16):
         dw, db = torch.autograd.grad(y, (w, b), dy)
         dw2, db2 = torch.autograd.grad(convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy)
         assert torch.equal(dw, dw2) and torch.equal(db, db2), "not deterministic"
-        _, _, dw_ref, db_ref = reference(x, w, b, dy, S, P, P, D, G)
+        if i in (0, 5) and dtype == torch.bfloat16:  # both copies; dy's copy alone (a dy view the names cannot see)
+            ran = gpu_kernels(lambda: torch.autograd.grad(
+                convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
+            assert any("tap_rows_kernel" in n for n in ran), ran
+            assert any("conv1d_bwd_weight_dense_tma_kernel" in n for n in ran), ran
+        pl, pr = ((K - 1) * D, 0) if P == "causal" else (P, P)
+        _, _, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G)
         what = f"{dtype} {(B, Cin, Cout, K, L, S, P, D, G, view)}"
         assert_close(dw, dw_ref, dtype, "grad_weight " + what)
         assert_close(db, db_ref, dtype, "grad_bias " + what)
