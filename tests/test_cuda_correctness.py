@@ -1255,9 +1255,10 @@ def test_dense_tma_grad_weight():
 # 64: half blocks), K 4 with padding 3, odd x rows with aligned dy rows (the x copy alone), an aligned x with a
 # (B, L, C) view of dy (dy's copy alone), a (B, L, C) view of x and of dy at stride 2, two groups, half blocks at
 # stride 2, K 1 at stride 2, Cin 40 and Cout 200 (partial tiles), causal K 4 with dilation 2 (padding on one side),
-# stride 2 with aligned dy rows (the x copy alone); grad-weight and grad-bias against float64 torch with poisoned
-# outputs and a poisoned workspace (dispatch.cpp), the same bits on a second run; the profiler sees the copy kernel
-# and the TMA kernel run for two cases. Then the default: off.
+# stride 2 with aligned dy rows (the x copy alone), K 5..8 with Cout/groups <= 64 (the same switch splits the taps
+# between the warpgroups: grouped K 5, causal K 8, K 7 at stride 2, K 6 read directly); grad-weight and grad-bias
+# against float64 torch with poisoned outputs and a poisoned workspace (dispatch.cpp), the same bits on a second run;
+# the profiler sees the copy kernel and the TMA kernel run for two cases. Then the default: off (K 5 grouped too).
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1268,7 +1269,11 @@ cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, x view / dy 
     (1, 96, 64, 4, 777, 1, 3, 1, 1, ""), (2, 64, 128, 2, 1001, 1, 0, 1, 1, ""), (2, 64, 96, 2, 1000, 1, 0, 8, 1, "dy"),
     (2, 64, 96, 3, 900, 2, 1, 1, 1, "x"), (2, 64, 96, 3, 900, 2, 1, 1, 1, "dy"), (1, 256, 256, 3, 1500, 2, 1, 1, 2, ""),
     (2, 128, 128, 3, 1234, 2, 0, 2, 2, ""), (2, 64, 64, 1, 999, 2, 0, 1, 1, ""), (2, 40, 200, 3, 1000, 2, 1, 1, 1, ""),
-    (2, 64, 96, 4, 1000, 1, "causal", 2, 1, ""), (2, 64, 96, 3, 2001, 2, 0, 1, 1, "")]
+    (2, 64, 96, 4, 1000, 1, "causal", 2, 1, ""), (2, 64, 96, 3, 2001, 2, 0, 1, 1, ""),
+    # K 5..8 (half blocks with the taps split between the warpgroups): grouped_g8-like K 5, causal K 8, K 7 at
+    # stride 2 (a phantom eighth tap), K 6 with aligned shifts (no copies, "direct")
+    (2, 128, 128, 5, 1000, 1, 2, 1, 2, ""), (1, 64, 64, 8, 700, 1, "causal", 1, 1, ""),
+    (2, 96, 64, 7, 999, 2, 3, 1, 1, ""), (2, 64, 48, 6, 1000, 1, 16, 8, 1, "direct")]
 
 def gpu_kernels(fn):
     from torch.profiler import ProfilerActivity, profile
@@ -1288,7 +1293,7 @@ for dtype in (torch.bfloat16, torch.float16):
         names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
         # (explain assumes a contiguous dy: the dy view's copy is seen only in the kernels that run)
         assert names["grad_weight"] == "tap_rows + conv1d_bwd_weight_dense_tma" or (
-            view == "dy" and names["grad_weight"] == "conv1d_bwd_weight_dense_tma"), names
+            view in ("dy", "direct") and names["grad_weight"] == "conv1d_bwd_weight_dense_tma"), names
         y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
         if view == "dy":
             dy = torch.randn(y.shape[0], y.shape[2], y.shape[1], device="cuda").to(dtype).transpose(1, 2)
@@ -1317,6 +1322,10 @@ for cout in (512, 128):
     w = torch.randn(cout, 256, 3, device="cuda", dtype=torch.bfloat16)
     names = convkit.explain(x, w, None, stride=2)
     assert names["grad_weight"] != "tap_rows + conv1d_bwd_weight_dense_tma", (cout, names)
+w = torch.randn(64, 64, 6, device="cuda", dtype=torch.bfloat16)  # K 6, aligned shifts, Cout/groups 64: not by TMA
+x = torch.randn(2, 64, 1000, device="cuda", dtype=torch.bfloat16)
+names = convkit.explain(x, w, None, padding=16, dilation=8)
+assert "conv1d_bwd_weight_dense_tma" not in names["grad_weight"], names
 print("tap rows default")
 """
 

@@ -45,6 +45,7 @@ using namespace tma;
 constexpr int kThreads = 256;                 // two consumer warpgroups
 constexpr int kBlockThreads = kThreads + 32;  // and the producer warp
 constexpr int kMaxTaps = 4;                    // acc: K x 32 fp32 per thread (K 5 spills: 160 registers)
+constexpr int kMaxSplitTaps = 8;               // half blocks with the taps split between the warpgroups (KW <= 4)
 constexpr int BM = 128, BN = 64, J = 64;       // co x ci per block (BM 64 for half blocks), positions per chunk
 constexpr int kBBytes = BN * J * 2;
 constexpr int kOnesBytes = 8 * 128;            // B of the grad-bias MMA: 8 rows of 64 ones
@@ -58,11 +59,14 @@ struct GwTmaPlan {
   int half;     // 1: BM 64, warpgroup wgi takes 16-position steps 2 wgi, 2 wgi + 1 of each chunk (partial set wgi)
   int bm, a_bytes, stage_bytes, ns, ones_off, bar_off, smem_bytes;
   int64_t cin_g, cout_g, n_g, m_tiles, n_tiles, chunks_per_row, total_chunks, splits, per_split;
+  int tsplit;   // 1 (half blocks, K 5..8, opt-in): warpgroup wgi takes taps wgi * KW .. of every step instead (one set)
 };
 
 // HALF: the half-block form (q.half); a template argument so that each warpgroup's steps are a fixed count from a
-// warpgroup-dependent start (a runtime trip count made ptxas serialise the wgmma calls, C7520).
-template <typename T, int K, bool HALF>
+// warpgroup-dependent start (a runtime trip count made ptxas serialise the wgmma calls, C7520). KW < K (with HALF:
+// q.tsplit): each warpgroup accumulates KW taps (wgi * KW ..; a tap past K repeats tap K - 1 and is not written) over
+// every step of the chunk, so K up to 8 fits the registers; both write one partial set, the grad-bias warpgroup 0's.
+template <typename T, int K, bool HALF, int KW = K>
 __global__ void __launch_bounds__(kBlockThreads, 1)
     conv1d_bwd_weight_dense_tma_kernel(const __grid_constant__ CUtensorMap dymap, const __grid_constant__ CUtensorMap xmap,
                                        const Conv1dParams p, const GwTmaPlan q) {
@@ -116,22 +120,25 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     return;
   }
 
-  float acc[K][32], accb[4];
+  constexpr bool kSplit = KW < K;
+  static_assert(!kSplit || (HALF && 2 * KW >= K), "taps split between the warpgroups of half blocks only");
+  float acc[KW][32], accb[4];
 #pragma unroll
-  for (int k = 0; k < K; ++k)
+  for (int k = 0; k < KW; ++k)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[k][i] = 0.f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) accb[i] = 0.f;
   constexpr uint64_t kSw128 = uint64_t{1} << 62;
-  const int row0 = HALF ? 0 : wgi * 64;  // this warpgroup's rows of the A box
-  const int h0 = HALF ? 2 * wgi : 0;      // and its first 16-position step
-  constexpr int kSteps = HALF ? J / 32 : J / 16;
+  const int row0 = HALF ? 0 : wgi * 64;           // this warpgroup's rows of the A box
+  const int h0 = HALF && !kSplit ? 2 * wgi : 0;   // and its first 16-position step
+  constexpr int kSteps = HALF && !kSplit ? J / 32 : J / 16;
+  const int k0 = kSplit ? wgi * KW : 0;           // and its first tap
   for (int64_t s = 0; s < n; ++s) {
     const int slot = static_cast<int>(s % q.ns);
     mbar_wait(bar0 + 8u * slot, static_cast<uint32_t>((s / q.ns) & 1));
 #pragma unroll
-    for (int k = 0; k < K; ++k) wg::fence_acc(acc[k]);
+    for (int k = 0; k < KW; ++k) wg::fence_acc(acc[k]);
     wg::fence_acc(accb);
     wg::fence();
     const uint32_t a_base = base + slot * q.stage_bytes + row0 * 128, b_base = base + slot * q.stage_bytes + q.a_bytes;
@@ -140,8 +147,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const int h = h0 + hh;
       const uint64_t da = wg::smem_desc(a_base + h * 32, 16, 1024) | kSw128;
 #pragma unroll
-      for (int k = 0; k < K; ++k)
-        wg::mma_m64n64k16_t<T, 0>(acc[k], da, wg::smem_desc(b_base + k * kBBytes + h * 32, 16, 1024) | kSw128);
+      for (int k = 0; k < KW; ++k) {
+        const int tap = kSplit ? min(k0 + k, K - 1) : k;
+        wg::mma_m64n64k16_t<T, 0>(acc[k], da, wg::smem_desc(b_base + tap * kBBytes + h * 32, 16, 1024) | kSw128);
+      }
       wg::mma_m64n8k16<T>(accb, da, wg::smem_desc(ones + h * 32, 16, 1024) | kSw128);
     }
     wg::commit();
@@ -150,15 +159,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   wg::wait<0>();
 #pragma unroll
-  for (int k = 0; k < K; ++k) wg::fence_acc(acc[k]);
+  for (int k = 0; k < KW; ++k) wg::fence_acc(acc[k]);
   wg::fence_acc(accb);
 
   // Partial sums of this split (half blocks: partial set 2 split + wgi). acc[k][4i + 2h + e] = (row
   // 16 * (warp % 4) + lane / 4 + 8h, column 8i + 2 * (lane % 4) + e) of the warpgroup's 64 x 64 tile of tap k;
   // accb[2h] = column 0 (the row sum).
   float* part = static_cast<float*>(p.workspace);
-  const int64_t n_weight = p.out_channels * q.n_g, sets = q.splits * (HALF ? 2 : 1);
-  const int64_t set = HALF ? 2 * split + wgi : split;
+  const int64_t n_weight = p.out_channels * q.n_g, sets = q.splits * (HALF && !kSplit ? 2 : 1);
+  const int64_t set = HALF && !kSplit ? 2 * split + wgi : split;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t co = co0 + row0 + (warp & 3) * 16 + (lane >> 2) + 8 * h;
@@ -172,10 +181,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           const int64_t ci = ci0 + 8 * i + 2 * (lane & 3) + e;
           if (ci >= q.cin_g) continue;
 #pragma unroll
-          for (int k = 0; k < K; ++k) dst[ci * K + k] = acc[k][4 * i + 2 * h + e];
+          for (int k = 0; k < KW; ++k)
+            if (k0 + k < K) dst[ci * K + k0 + k] = acc[k][4 * i + 2 * h + e];
         }
     }
-    if (p.bias != nullptr && nt == 0 && (lane & 3) == 0)
+    if (p.bias != nullptr && nt == 0 && (lane & 3) == 0 && (!kSplit || wgi == 0))
       part[sets * n_weight + set * p.out_channels + g * q.cout_g + co] = accb[2 * h];
   }
 #endif
@@ -190,7 +200,8 @@ bool switched_on() {
 // x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher can first copy x's tap rows (tap_rows_kernel)
 // into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which should pay where many
 // output channels share them (w2v_k3s2: Cout 512). Not yet run on a GPU (session 29 got no machine), so opt-in:
-// CONVKIT_DENSE_TMA_WGRAD_TAPS=1 takes every call the kernel's other conditions allow.
+// CONVKIT_DENSE_TMA_WGRAD_TAPS=1 takes every call the kernel's other conditions allow, and K 5..8 in half blocks
+// (q.tsplit: grouped_g8's K 5, whose grad-weight ran 1.02 ms on mma.sync, H100, session 22).
 bool taps_on() {
   static const bool on = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1");
   return on;
@@ -231,6 +242,9 @@ bool rows_ok(const void* ptr, int64_t sb, int64_t sc, int64_t sl, int64_t c, int
   return sl == 1 && sc % 8 == 0 && sb % 8 == 0 && sc >= l && sb >= c * sc && (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
 }
 
+// Partial sets a split writes: two for half blocks that split the positions, else one.
+int sets_per_split(const GwTmaPlan& q) { return q.half && !q.tsplit ? 2 : 1; }
+
 bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
 #ifndef CONVKIT_SM90A
   (void)p;
@@ -238,7 +252,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   return false;
 #else
   if (!switched_on() || !sm90a_16bit_whole_groups(p)) return false;
-  if (p.stride < 1 || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
+  if (p.stride < 1 || p.kernel_size < 1 || p.kernel_size > kMaxSplitTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 20) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
   if (p.out_length + J >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31))
@@ -270,6 +284,8 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.d = static_cast<int>(p.dilation);
   q.p = static_cast<int>(p.pad_left);
   q.half = q.cout_g <= 64 ? 1 : 0;
+  q.tsplit = q.k > kMaxTaps ? 1 : 0;  // K 5..8: half blocks only, opt-in with the tap rows (not yet run on a GPU)
+  if (q.tsplit && (!q.half || !taps_on())) return false;
   q.bm = q.half ? 64 : BM;
   q.a_bytes = q.bm * J * 2;
   q.stage_bytes = q.a_bytes + q.k * kBBytes;  // a multiple of 1024
@@ -288,10 +304,10 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   if (pairs >= (int64_t{1} << 31)) return false;
   // about two blocks' worth of work per SM; workspace <= ~256 MB (half blocks write two partial sets per split)
   const int64_t n_weight = p.out_channels * q.n_g;
-  const int64_t cap = split_cap((n_weight + p.out_channels) * (q.half ? 2 : 1));
+  const int64_t cap = split_cap((n_weight + p.out_channels) * sets_per_split(q));
   const int64_t want = std::max<int64_t>(1, 2 * int64_t{p.num_sms > 0 ? p.num_sms : 1} / pairs);
   q.splits = plan_splits(want, q.total_chunks, cap, pairs, q.per_split);
-  q.ws_floats = q.splits * (q.half ? 2 : 1) * (n_weight + p.out_channels);
+  q.ws_floats = q.splits * sets_per_split(q) * (n_weight + p.out_channels);
   // the copies after the sums (two 16-bit elements a float, 256-byte aligned)
   q.xt_offset = ceil_div(q.ws_floats, 64) * 64;
   q.dyt_offset = q.xt_offset + (q.taps ? ceil_div(p.batch * p.in_channels * q.k * q.lt, 128) * 64 : 0);
@@ -332,15 +348,26 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   return cudaGetLastError();
 }
 
-template <typename T, int K>
-cudaError_t launch_taps(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
+template <typename T, int K, bool HALF, int KW>
+cudaError_t launch_form(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
                         cudaStream_t stream) {
-  auto kernel = q.half ? conv1d_bwd_weight_dense_tma_kernel<T, K, true> : conv1d_bwd_weight_dense_tma_kernel<T, K, false>;
+  auto kernel = conv1d_bwd_weight_dense_tma_kernel<T, K, HALF, KW>;
   cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: make_plan)
   if (err != cudaSuccess) return err;
   const int64_t grid = p.groups * q.m_tiles * q.n_tiles * q.splits;
   kernel<<<static_cast<unsigned>(grid), kBlockThreads, q.smem_bytes, stream>>>(dymap, xmap, p, q);
   return cudaGetLastError();
+}
+
+template <typename T, int K>
+cudaError_t launch_taps(const CUtensorMap& dymap, const CUtensorMap& xmap, const Conv1dParams& p, const GwTmaPlan& q,
+                        cudaStream_t stream) {
+  if constexpr (K > kMaxTaps)  // q.tsplit: half blocks only (make_plan)
+    return launch_form<T, K, true, (K + 1) / 2>(dymap, xmap, p, q, stream);
+  else if (q.half)
+    return launch_form<T, K, true, K>(dymap, xmap, p, q, stream);
+  else
+    return launch_form<T, K, false, K>(dymap, xmap, p, q, stream);
 }
 
 template <typename T>
@@ -351,11 +378,15 @@ cudaError_t launch_typed(const CUtensorMap& dymap, const CUtensorMap& xmap, cons
     case 1: err = launch_taps<T, 1>(dymap, xmap, p, q, stream); break;
     case 2: err = launch_taps<T, 2>(dymap, xmap, p, q, stream); break;
     case 3: err = launch_taps<T, 3>(dymap, xmap, p, q, stream); break;
-    default: err = launch_taps<T, 4>(dymap, xmap, p, q, stream); break;
+    case 4: err = launch_taps<T, 4>(dymap, xmap, p, q, stream); break;
+    case 5: err = launch_taps<T, 5>(dymap, xmap, p, q, stream); break;
+    case 6: err = launch_taps<T, 6>(dymap, xmap, p, q, stream); break;
+    case 7: err = launch_taps<T, 7>(dymap, xmap, p, q, stream); break;
+    default: err = launch_taps<T, 8>(dymap, xmap, p, q, stream); break;
   }
   if (err != cudaSuccess) return err;
   // p.w / p.bias are the grad-weight / grad-bias outputs here (see conv1d_params.h).
-  return sum_weight_bias_partials<T>(p, p.workspace, q.splits * (q.half ? 2 : 1), p.out_channels * q.n_g,
+  return sum_weight_bias_partials<T>(p, p.workspace, q.splits * sets_per_split(q), p.out_channels * q.n_g,
                                      p.out_channels, p.w, p.bias, stream);
 }
 
@@ -374,14 +405,14 @@ bool conv1d_bwd_weight_dense_tma_taps(const Conv1dParams& p) {
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p) {
   GwTmaPlan q;
   if (!make_plan(p, q)) return 0;
-  p.weight_splits = q.splits * (q.half ? 2 : 1);  // partial sets (conv1d_params.h)
+  p.weight_splits = q.splits * sets_per_split(q);  // partial sets (conv1d_params.h)
   p.bias_splits = p.weight_splits;
   return q.dy_rows ? q.dyt_offset + ceil_div(p.batch * p.out_channels * q.lt, 2) : q.taps ? q.dyt_offset : q.ws_floats;
 }
 
 cudaError_t launch_conv1d_bwd_weight_dense_tma(const Conv1dParams& p, cudaStream_t stream) {
   GwTmaPlan q;
-  if (!make_plan(p, q) || q.splits * (q.half ? 2 : 1) != p.weight_splits || p.workspace == nullptr)
+  if (!make_plan(p, q) || q.splits * sets_per_split(q) != p.weight_splits || p.workspace == nullptr)
     return cudaErrorInvalidValue;
   CUtensorMap dymap, xmap;
   const bool fp16 = p.dtype == DType::kFloat16;

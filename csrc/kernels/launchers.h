@@ -118,7 +118,7 @@ cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStre
 // either x and dy (p.y) read straight from (B, C, L) rows (stride 1, rows contiguous with channel and batch
 // strides multiples of 8 elements, 16-byte aligned, padding and (K > 1) dilation multiples of 8) or, where they
 // cannot be, from copies into the workspace (x's tap rows, dy in rows of whole 16-byte units; opt-in,
-// CONVKIT_DENSE_TMA_WGRAD_TAPS=1): taps(p) says so.
+// CONVKIT_DENSE_TMA_WGRAD_TAPS=1, which also admits K 5..8 where Cout/groups <= 64): taps(p) says so.
 bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p);
 bool conv1d_bwd_weight_dense_tma_taps(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p);
