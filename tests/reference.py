@@ -1,4 +1,5 @@
-"""float64 reference for conv1d and its gradients, computed by torch, and the comparison rules."""
+"""float64 reference for conv1d and its gradients, computed by torch, the comparison rules, and the names of the
+CUDA kernels a call launches (for the tests and their child processes)."""
 import torch
 import torch.nn.functional as F
 
@@ -43,3 +44,13 @@ def assert_close(actual, expected, dtype, what, tol=None, terms=None):
     worst = (a - expected).abs().max().item()
     bound = 50 * tol * peak + 1e-30
     assert worst <= bound, f"{what}: max abs error {worst:.3e} > {bound:.3e}"
+
+
+def cuda_kernel_names(fn):
+    """Names of the CUDA kernels fn() launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}

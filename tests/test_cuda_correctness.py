@@ -8,7 +8,7 @@ import torch
 import convkit
 from convkit.functional import resolve_padding
 
-from reference import REL_TOL, TF32_REL_TOL, assert_close, reference
+from reference import REL_TOL, TF32_REL_TOL, assert_close, cuda_kernel_names, reference
 
 pytestmark = pytest.mark.cuda
 
@@ -497,16 +497,6 @@ def test_depthwise_streaming_width_follows_the_code_architecture(poison_outputs)
     ptx = [a for a in num(config()["ptx"]) if a <= dev]
     runs_90 = max(sass or ptx or [0]) >= 90
     assert widths == ({32} if runs_90 else {16}), sorted(names)
-
-
-def cuda_kernel_names(fn):
-    """Names of the CUDA kernels fn() launches (torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
 
 
 # The Toeplitz backward (16-bit, K >= 15, stride 1, grad-input and grad-weight on tensor cores) runs on
@@ -1262,7 +1252,7 @@ def test_dense_tma_grad_weight():
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
-from reference import reference, assert_close
+from reference import reference, assert_close, cuda_kernel_names
 torch.manual_seed(0)
 cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, x view / dy view
     (2, 128, 128, 3, 1999, 2, 0, 1, 1, ""), (2, 64, 96, 3, 1201, 3, 0, 4, 1, ""), (2, 64, 64, 3, 1000, 1, 1, 1, 1, ""),
@@ -1274,13 +1264,6 @@ cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, x view / dy 
     # stride 2 (a phantom eighth tap), K 6 with aligned shifts (no copies, "direct")
     (2, 128, 128, 5, 1000, 1, 2, 1, 2, ""), (1, 64, 64, 8, 700, 1, "causal", 1, 1, ""),
     (2, 96, 64, 7, 999, 2, 3, 1, 1, ""), (2, 64, 48, 6, 1000, 1, 16, 8, 1, "direct")]
-
-def gpu_kernels(fn):
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
 
 for dtype in (torch.bfloat16, torch.float16):
     for i, (B, Cin, Cout, K, L, S, P, D, G, view) in enumerate(cases):
@@ -1303,7 +1286,7 @@ for dtype in (torch.bfloat16, torch.float16):
         dw2, db2 = torch.autograd.grad(convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy)
         assert torch.equal(dw, dw2) and torch.equal(db, db2), "not deterministic"
         if i in (0, 5) and dtype == torch.bfloat16:  # both copies; dy's copy alone (a dy view the names cannot see)
-            ran = gpu_kernels(lambda: torch.autograd.grad(
+            ran = cuda_kernel_names(lambda: torch.autograd.grad(
                 convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
             assert any("tap_rows_kernel" in n for n in ran), ran
             assert any("conv1d_bwd_weight_dense_tma_kernel" in n for n in ran), ran
