@@ -212,25 +212,38 @@ bool taps_on() {
 // up to the row length lt, so that tap k's box of a chunk starts at j0 in row set g * K + k. With one tap, stride 1
 // and no shift the same kernel gives dy rows of lt elements.
 struct TapRowsArgs {
-  const uint16_t* src;
-  uint16_t* dst;
+  const uint16_t* __restrict__ src;
+  uint16_t* __restrict__ dst;
   int64_t sb, sc, sl, len, lout, lt, s, d, p, batch;
   int channels, ch_g, groups, k;
 };
 
+// A thread copies kTapRowsUnroll positions 256 apart, a tap at a time, each tap's loads issued before its stores (a
+// load, then its store, one at a time, would leave a few KB in flight per SM, far below what DRAM needs).
+constexpr int kTapRowsUnroll = 8;
+
 __global__ void __launch_bounds__(256) tap_rows_kernel(const TapRowsArgs a) {
+  constexpr int U = kTapRowsUnroll;
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
     for (int c = blockIdx.y; c < a.channels; c += gridDim.y) {
       const int g = c / a.ch_g, ci = c - g * a.ch_g;
       const uint16_t* row = a.src + b * a.sb + c * a.sc;
       uint16_t* out = a.dst + (((b * a.groups + g) * a.k) * a.ch_g + ci) * a.lt;
       const int64_t tap_stride = static_cast<int64_t>(a.ch_g) * a.lt;
-      for (int64_t j = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; j < a.lt; j += int64_t{gridDim.x} * 256) {
-        const int64_t t0 = j * a.s - a.p;
-        for (int k = 0; k < a.k; ++k) {
-          const int64_t t = t0 + k * a.d;
-          const bool ok = j < a.lout && t >= 0 && t < a.len;
-          out[k * tap_stride + j] = ok ? row[t * a.sl] : uint16_t{0};
+      for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * 256 * U + threadIdx.x; j0 < a.lt;
+           j0 += int64_t{gridDim.x} * 256 * U) {
+        uint16_t* o = out;
+        for (int k = 0; k < a.k; ++k, o += tap_stride) {
+          const int64_t t0 = j0 * a.s - a.p + k * a.d;
+          uint16_t v[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t t = t0 + u * 256 * a.s;
+            v[u] = j0 + u * 256 < a.lout && t >= 0 && t < a.len ? __ldg(row + t * a.sl) : uint16_t{0};
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (j0 + u * 256 < a.lt) o[j0 + u * 256] = v[u];
         }
       }
     }
@@ -341,7 +354,7 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   a.batch = p.batch;
   a.channels = static_cast<int>(channels), a.ch_g = static_cast<int>(ch_g);
   a.groups = static_cast<int>(p.groups), a.k = k;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 1024), 65535)),
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 256 * kTapRowsUnroll), 65535)),
                   static_cast<unsigned>(std::min<int64_t>(channels, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
   tap_rows_kernel<<<grid, 256, 0, stream>>>(a);
