@@ -1251,6 +1251,7 @@ def test_dense_tma_grad_weight():
 # the profiler sees the copy kernel and the TMA kernel run for two cases. Then the default: off (K 5 grouped too).
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
+from convkit.functional import resolve_padding
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close, cuda_kernel_names
 torch.manual_seed(0)
@@ -1290,7 +1291,7 @@ for dtype in (torch.bfloat16, torch.float16):
                 convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
             assert any("tap_rows_kernel" in n for n in ran), ran
             assert any("conv1d_bwd_weight_dense_tma_kernel" in n for n in ran), ran
-        pl, pr = ((K - 1) * D, 0) if P == "causal" else (P, P)
+        pl, pr = resolve_padding(P, K, S, D)
         _, _, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G)
         what = f"{dtype} {(B, Cin, Cout, K, L, S, P, D, G, view)}"
         assert_close(dw, dw_ref, dtype, "grad_weight " + what)
@@ -1419,12 +1420,13 @@ def test_dense_tma_copy_switch(mode):
 # loads of a (B, L, C) view, a partial 256-row tile, K 8), forward and gradients with GELU against float64.
 TMA_OFF_SCRIPT = r"""
 import sys, torch, convkit
+from convkit.functional import resolve_padding
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 torch.manual_seed(0)
 for dtype in (torch.bfloat16, torch.float16):
     for name, B, Cin, Cout, K, L, S, P, D, G in %r:
-        pl, pr = ((K - 1) * D, 0) if P == "causal" else (P, P)
+        pl, pr = resolve_padding(P, K, S, D)
         x = torch.randn(B, Cin, L, device="cuda").to(dtype)
         if "view" in name:
             x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
