@@ -712,12 +712,15 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
+TAP_ROWS_GRAD_WEIGHT = "tap_rows + conv1d_bwd_weight_dense_tma"
+
+
 def expected_tma_grad_weight(Cin, Cout, K, L, stride, padding, dilation, groups, blc=False):
     """The grad-weight's name where conv1d_bwd_weight_dense_tma takes a 16-bit call on an sm_90a build (its
     make_plan), else None: K <= 4, 32+ channels per group both ways; x and dy straight from their rows where the
-    stride is 1, (B, C, L) x and dy rows are whole 16-byte units and the tap shifts come in 8s (the copies into
-    tap rows that other shapes could take are opt-in: CONVKIT_DENSE_TMA_WGRAD_TAPS=1, see
-    test_dense_tma_grad_weight_tap_rows)."""
+    stride is 1, (B, C, L) x and dy rows are whole 16-byte units and the tap shifts come in 8s; else from copies in
+    the workspace (x's tap rows, dy's rows padded) where Cout/groups >= 256 (CONVKIT_DENSE_TMA_WGRAD_TAPS=1: every
+    such shape, see test_dense_tma_grad_weight_tap_rows)."""
     if not runs_sm90a_code() or K > 4 or Cin // groups < 32 or Cout // groups < 32:
         return None
     pl, pr = resolve_padding(padding, K, stride, dilation)
@@ -727,7 +730,7 @@ def expected_tma_grad_weight(Cin, Cout, K, L, stride, padding, dilation, groups,
     if (not blc and stride == 1 and L % 8 == 0 and lout % 8 == 0 and pl % 8 == 0
             and (K == 1 or dilation % 8 == 0)):
         return "conv1d_bwd_weight_dense_tma"
-    return None
+    return TAP_ROWS_GRAD_WEIGHT if Cout // groups >= 256 else None
 
 
 def runs_sm90a_code():
@@ -851,9 +854,9 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert names["grad_input"] == gi, names
     else:
         assert names["grad_input"] in ("conv1d_bwd_input_dense_wgmma", "conv1d_bwd_input_dense_mma"), names
-    # grad-weight by TMA (kernels/conv1d_bwd_weight_dense_tma.cu) where x and dy rows allow it (tcn_like_d8), else on
-    # wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and % 8, Cout/groups >= 64, K = 3 (not
-    # wavenet_like_d512, k8_causal)
+    # grad-weight by TMA (kernels/conv1d_bwd_weight_dense_tma.cu) where x and dy rows allow it (tcn_like_d8) or
+    # after copies (w2v_like_s2), else on wgmma (kernels/conv1d_bwd_weight_dense_wgmma.cu): Cin/groups >= 32 and
+    # % 8, Cout/groups >= 64, K = 3 (not wavenet_like_d512, k8_causal)
     gw = expected_tma_grad_weight(Cin, Cout, K, L, stride, padding, dilation, groups, blc="view" in name)
     if gw is not None:
         assert names["grad_weight"] == gw, names
@@ -872,19 +875,24 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
         assert any(gi in n for n in ran), sorted(ran)  # the grad-input
         gw_kernel = "conv1d_bwd_weight_dense_tma_kernel" if gw is not None else "conv1d_bwd_weight_dense_wgmma_kernel"
         assert any(gw_kernel in n for n in ran), sorted(ran)
+        if gw == TAP_ROWS_GRAD_WEIGHT:
+            assert any("tap_rows_kernel" in n for n in ran), sorted(ran)
     else:
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
-@pytest.mark.parametrize("shape", [(4, 64, 128, 3, 20001, 3, 4), (2, 512, 512, 3, 9999, 2, 1)], ids=["kb76_like", "w2v_like"])
+@pytest.mark.parametrize("shape", [(4, 64, 128, 3, 20001, 3, 4), (2, 512, 192, 3, 9999, 2, 1),
+                                   (2, 512, 512, 3, 9999, 2, 1)], ids=["kb76_like", "w2v_like", "w2v_like_tap_rows"])
 def test_dense_wgmma_grad_weight_deterministic(shape):
     """The wgmma grad-weight's split sums are added in a fixed order: the same bits on every run (and grad-bias
-    with them), for a single-tile shape split over every SM and a 4 x 8-tile one."""
+    with them), for a single-tile shape split over every SM and a many-tile one; Cout 512 runs the TMA
+    grad-weight on tap rows, the same promise."""
     if not runs_sm90a_code():
         pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
     B, Cin, Cout, K, L, S, D = shape
     x, w, b = make_inputs(B, Cin, Cout, K, L, 1, torch.bfloat16)
-    assert convkit.explain(x, w, b, stride=S, dilation=D)["grad_weight"] == "conv1d_bwd_weight_dense_wgmma"
+    assert convkit.explain(x, w, b, stride=S, dilation=D)["grad_weight"] == (
+        TAP_ROWS_GRAD_WEIGHT if Cout >= 256 else "conv1d_bwd_weight_dense_wgmma")
     w.requires_grad_()
     b.requires_grad_()
     y = convkit.conv1d(x, w, b, stride=S, dilation=D)
@@ -1240,7 +1248,8 @@ def test_dense_tma_grad_weight():
 
 
 # The same kernel after copies into the workspace (tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte
-# units), CONVKIT_DENSE_TMA_WGRAD_TAPS=1 (opt-in: every shape the kernel's other conditions allow): stride 2 with
+# units), CONVKIT_DENSE_TMA_WGRAD_TAPS=1 (every shape the kernel's other conditions allow; the default needs K <= 4
+# and Cout/groups >= 256): stride 2 with
 # odd output rows (w2v-like: both copies), stride 3 with dilation 4 (kb76-like), padding 1 (shifts -1, 0, 1; Cout
 # 64: half blocks), K 4 with padding 3, odd x rows with aligned dy rows (the x copy alone), an aligned x with a
 # (B, L, C) view of dy (dy's copy alone), a (B, L, C) view of x and of dy at stride 2, two groups, half blocks at
@@ -1248,7 +1257,8 @@ def test_dense_tma_grad_weight():
 # stride 2 with aligned dy rows (the x copy alone), K 5..8 with Cout/groups <= 64 (the same switch splits the taps
 # between the warpgroups: grouped K 5, causal K 8, K 7 at stride 2, K 6 read directly); grad-weight and grad-bias
 # against float64 torch with poisoned outputs and a poisoned workspace (dispatch.cpp), the same bits on a second run;
-# the profiler sees the copy kernel and the TMA kernel run for two cases. Then the default: off (K 5 grouped too).
+# the profiler sees the copy kernel and the TMA kernel run for two cases. Then the default: Cout 256 at stride 2
+# takes it, Cout 128 does not, nor K 6 with Cout/groups 64.
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 from convkit.functional import resolve_padding
@@ -1302,10 +1312,10 @@ print("tap rows grad-weight cases passed")
 TAP_ROWS_DEFAULT_SCRIPT = r"""
 import torch, convkit
 x = torch.randn(2, 256, 1000, device="cuda", dtype=torch.bfloat16)
-for cout in (512, 128):
+for cout, expected in ((256, True), (128, False)):
     w = torch.randn(cout, 256, 3, device="cuda", dtype=torch.bfloat16)
     names = convkit.explain(x, w, None, stride=2)
-    assert names["grad_weight"] != "tap_rows + conv1d_bwd_weight_dense_tma", (cout, names)
+    assert (names["grad_weight"] == "tap_rows + conv1d_bwd_weight_dense_tma") == expected, (cout, names)
 w = torch.randn(64, 64, 6, device="cuda", dtype=torch.bfloat16)  # K 6, aligned shifts, Cout/groups 64: not by TMA
 x = torch.randn(2, 64, 1000, device="cuda", dtype=torch.bfloat16)
 names = convkit.explain(x, w, None, padding=16, dilation=8)

@@ -10,8 +10,8 @@
 // the layout wgmma wants when x and dy rows are 16-byte aligned and the taps' shifts k*D - P are multiples of 8
 // positions (the copy engine's boxes start 16-byte aligned along the innermost dimension). Elsewhere (stride > 1,
 // other shifts, x or dy rows a map cannot describe) the launcher first copies them into that form in the workspace
-// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units; opt-in until it has run on a
-// GPU: CONVKIT_DENSE_TMA_WGRAD_TAPS=1).
+// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units), where K <= 4 and
+// Cout/groups >= 256 by default (w2v_k3s2; taps_mode).
 //
 //   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
 //
@@ -197,14 +197,16 @@ bool switched_on() {
 }
 
 // Where x cannot be read straight from its rows (stride > 1, tap shifts k*D - P that are not whole 16-byte units,
-// x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher can first copy x's tap rows (tap_rows_kernel)
-// into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which should pay where many
-// output channels share them (w2v_k3s2: Cout 512). Not yet run on a GPU (session 29 got no machine), so opt-in:
-// CONVKIT_DENSE_TMA_WGRAD_TAPS=1 takes every call the kernel's other conditions allow, and K 5..8 in half blocks
-// (q.tsplit: grouped_g8's K 5, whose grad-weight ran 1.02 ms on mma.sync, H100, session 22).
-bool taps_on() {
-  static const bool on = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1");
-  return on;
+// x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher first copies x's tap rows (tap_rows_kernel)
+// into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which pays where many output
+// channels share them (w2v_k3s2: Cout 512). CONVKIT_DENSE_TMA_WGRAD_TAPS=0: never; =1: wherever the kernel's other
+// conditions hold, K 5..8 in half blocks (q.tsplit) included; default: K <= 4 and Cout/groups >= kTapsMinCout.
+constexpr int64_t kTapsMinCout = 256;
+int taps_mode() {
+  static const int mode = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "0")   ? 0
+                          : env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1") ? 1
+                                                                             : 2;
+  return mode;
 }
 
 // The tap rows of x (16-bit elements moved as raw bits; a = the launch's arguments):
@@ -277,7 +279,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   // x straight from its rows: every x box starts at position j0 + k*D - P, its innermost coordinate: the copy engine
   // needs that start 16-byte aligned (an unaligned one is an illegal instruction, as Triton found (issue 7385) and,
   // most likely, this project's reverted direct-dy grad-input did: b8c1fc1), so k*D - P must be a multiple of 8 for
-  // every tap (tcn: D 8, P 8; wavenet: D 512, P 0). Else from tap rows (taps_on).
+  // every tap (tcn: D 8, P 8; wavenet: D 512, P 0). Else from tap rows (taps_mode).
   const bool direct = p.stride == 1 && p.pad_left % 8 == 0 && (p.kernel_size == 1 || p.dilation % 8 == 0) &&
                       rows_ok(p.x, p.x_stride_b, p.x_stride_c, p.x_stride_l, p.in_channels, p.in_length) &&
                       p.in_length + (p.kernel_size - 1) * p.dilation + J < (int64_t{1} << 31);
@@ -286,7 +288,8 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.dy_rows = dy_direct ? 0 : 1;
   q.lt = ceil_div(p.out_length, 8) * 8;
   if (q.taps || q.dy_rows) {
-    if (!taps_on()) return false;
+    const int mode = taps_mode();
+    if (mode == 0 || (mode == 2 && q.cout_g < kTapsMinCout)) return false;
     if (p.in_channels >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) ||
         p.groups * p.kernel_size >= (int64_t{1} << 31))
       return false;
@@ -297,8 +300,8 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.d = static_cast<int>(p.dilation);
   q.p = static_cast<int>(p.pad_left);
   q.half = q.cout_g <= 64 ? 1 : 0;
-  q.tsplit = q.k > kMaxTaps ? 1 : 0;  // K 5..8: half blocks only, opt-in with the tap rows (not yet run on a GPU)
-  if (q.tsplit && (!q.half || !taps_on())) return false;
+  q.tsplit = q.k > kMaxTaps ? 1 : 0;  // K 5..8: half blocks only, opt-in (CONVKIT_DENSE_TMA_WGRAD_TAPS=1)
+  if (q.tsplit && (!q.half || taps_mode() != 1)) return false;
   q.bm = q.half ? 64 : BM;
   q.a_bytes = q.bm * J * 2;
   q.stage_bytes = q.a_bytes + q.k * kBBytes;  // a multiple of 1024

@@ -117,8 +117,9 @@ cudaError_t launch_conv1d_bwd_weight_dense_wgmma(const Conv1dParams& p, cudaStre
 // CONVKIT_DENSE_TMA_WGRAD=0 switches it off). supports(p): 16-bit, K <= 4, Cin/groups and Cout/groups >= 32, and
 // either x and dy (p.y) read straight from (B, C, L) rows (stride 1, rows contiguous with channel and batch
 // strides multiples of 8 elements, 16-byte aligned, padding and (K > 1) dilation multiples of 8) or, where they
-// cannot be, from copies into the workspace (x's tap rows, dy in rows of whole 16-byte units; opt-in,
-// CONVKIT_DENSE_TMA_WGRAD_TAPS=1, which also admits K 5..8 where Cout/groups <= 64): taps(p) says so.
+// cannot be, from copies into the workspace (x's tap rows, dy in rows of whole 16-byte units; by default where
+// Cout/groups >= 256, CONVKIT_DENSE_TMA_WGRAD_TAPS=1: always, and K 5..8 where Cout/groups <= 64; =0: never):
+// taps(p) says so.
 bool conv1d_bwd_weight_dense_tma_supports(const Conv1dParams& p);
 bool conv1d_bwd_weight_dense_tma_taps(const Conv1dParams& p);
 int64_t plan_conv1d_bwd_weight_dense_tma(Conv1dParams& p);
