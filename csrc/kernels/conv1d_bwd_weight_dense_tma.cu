@@ -202,10 +202,11 @@ bool switched_on() {
 // channels share them (w2v_k3s2: Cout 512). CONVKIT_DENSE_TMA_WGRAD_TAPS=0: never; =1: wherever the kernel's other
 // conditions hold, K 5..8 in half blocks (q.tsplit) included; default: K <= 4 and Cout/groups >= kTapsMinCout.
 constexpr int64_t kTapsMinCout = 256;
-int taps_mode() {
-  static const int mode = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "0")   ? 0
-                          : env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1") ? 1
-                                                                             : 2;
+enum class TapsMode { kNever, kAlways, kDefaultRule };
+TapsMode taps_mode() {
+  static const TapsMode mode = env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "0")   ? TapsMode::kNever
+                               : env_equals("CONVKIT_DENSE_TMA_WGRAD_TAPS", "1") ? TapsMode::kAlways
+                                                                                  : TapsMode::kDefaultRule;
   return mode;
 }
 
@@ -288,8 +289,8 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.dy_rows = dy_direct ? 0 : 1;
   q.lt = ceil_div(p.out_length, 8) * 8;
   if (q.taps || q.dy_rows) {
-    const int mode = taps_mode();
-    if (mode == 0 || (mode == 2 && q.cout_g < kTapsMinCout)) return false;
+    const TapsMode mode = taps_mode();
+    if (mode == TapsMode::kNever || (mode == TapsMode::kDefaultRule && q.cout_g < kTapsMinCout)) return false;
     if (p.in_channels >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) ||
         p.groups * p.kernel_size >= (int64_t{1} << 31))
       return false;
@@ -301,7 +302,7 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.p = static_cast<int>(p.pad_left);
   q.half = q.cout_g <= 64 ? 1 : 0;
   q.tsplit = q.k > kMaxTaps ? 1 : 0;  // K 5..8: half blocks only, opt-in (CONVKIT_DENSE_TMA_WGRAD_TAPS=1)
-  if (q.tsplit && (!q.half || taps_mode() != 1)) return false;
+  if (q.tsplit && (!q.half || taps_mode() != TapsMode::kAlways)) return false;
   q.bm = q.half ? 64 : BM;
   q.a_bytes = q.bm * J * 2;
   q.stage_bytes = q.a_bytes + q.k * kBBytes;  // a multiple of 1024
