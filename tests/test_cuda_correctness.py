@@ -1275,6 +1275,12 @@ cases = [  # B, Cin, Cout, K, L, stride, padding, dilation, groups, x view / dy 
     # stride 2 (a phantom eighth tap), K 6 with aligned shifts (no copies, "direct")
     (2, 128, 128, 5, 1000, 1, 2, 1, 2, ""), (1, 64, 64, 8, 700, 1, "causal", 1, 1, ""),
     (2, 96, 64, 7, 999, 2, 3, 1, 1, ""), (2, 64, 48, 6, 1000, 1, 16, 8, 1, "direct")]
+# the copy kernel that runs: rows of several 2048-position blocks (the last partial) staged in shared memory; spans
+# over its 12288 elements (stride 7, a strided x view; K 4 at dilation 4001) copied an element at a time
+copy_kernels = {(2, 64, 96, 3, 9001, 2, 1, 1, 1, ""): "tap_rows_staged_kernel",
+                (1, 64, 64, 2, 30001, 7, 0, 1, 1, "x"): "tap_rows_kernel",
+                (1, 64, 64, 4, 20000, 1, 0, 4001, 1, ""): "tap_rows_kernel"}
+cases += list(copy_kernels)
 
 for dtype in (torch.bfloat16, torch.float16):
     for i, (B, Cin, Cout, K, L, S, P, D, G, view) in enumerate(cases):
@@ -1299,8 +1305,13 @@ for dtype in (torch.bfloat16, torch.float16):
         if i in (0, 5) and dtype == torch.bfloat16:  # both copies; dy's copy alone (a dy view the names cannot see)
             ran = cuda_kernel_names(lambda: torch.autograd.grad(
                 convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
-            assert any("tap_rows_kernel" in n for n in ran), ran
+            assert any("tap_rows_staged_kernel" in n for n in ran), ran
             assert any("conv1d_bwd_weight_dense_tma_kernel" in n for n in ran), ran
+        if (B, Cin, Cout, K, L, S, P, D, G, view) in copy_kernels and dtype == torch.bfloat16:
+            ran = cuda_kernel_names(lambda: torch.autograd.grad(
+                convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
+            want = "::" + copy_kernels[(B, Cin, Cout, K, L, S, P, D, G, view)] + "("
+            assert any(want in n for n in ran), (want, ran)
         pl, pr = resolve_padding(P, K, S, D)
         _, _, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G)
         what = f"{dtype} {(B, Cin, Cout, K, L, S, P, D, G, view)}"

@@ -10,8 +10,9 @@
 // the layout wgmma wants when x and dy rows are 16-byte aligned and the taps' shifts k*D - P are multiples of 8
 // positions (the copy engine's boxes start 16-byte aligned along the innermost dimension). Elsewhere (stride > 1,
 // other shifts, x or dy rows a map cannot describe) the launcher first copies them into that form in the workspace
-// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units), where K <= 4 and
-// Cout/groups >= 256 by default (w2v_k3s2; taps_mode).
+// (session 29, tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte units; session 32,
+// tap_rows_staged_kernel: the same through shared memory where a block's span fits), where K <= 4 and Cout/groups >=
+// 256 by default (w2v_k3s2; taps_mode).
 //
 //   dw[co, ci, k] = sum over r = (b, j) of dy[b, g*Cout_g + co, j] * x[b, g*Cin_g + ci, j + k*D - P]
 //
@@ -221,6 +222,12 @@ struct TapRowsArgs {
   int channels, ch_g, groups, k;
 };
 
+// Where row c of batch b goes: tap 0's row (channel ci of group g) in xt's layout above; tap k's is k * ch_g * lt on.
+__device__ inline uint16_t* tap_row(const TapRowsArgs& a, int64_t b, int c) {
+  const int g = c / a.ch_g, ci = c - g * a.ch_g;
+  return a.dst + (((b * a.groups + g) * a.k) * a.ch_g + ci) * a.lt;
+}
+
 // A thread copies kTapRowsUnroll positions 256 apart, a tap at a time, each tap's loads issued before its stores (a
 // load, then its store, one at a time, would leave a few KB in flight per SM, far below what DRAM needs).
 constexpr int kTapRowsUnroll = 8;
@@ -229,9 +236,8 @@ __global__ void __launch_bounds__(256) tap_rows_kernel(const TapRowsArgs a) {
   constexpr int U = kTapRowsUnroll;
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
     for (int c = blockIdx.y; c < a.channels; c += gridDim.y) {
-      const int g = c / a.ch_g, ci = c - g * a.ch_g;
       const uint16_t* row = a.src + b * a.sb + c * a.sc;
-      uint16_t* out = a.dst + (((b * a.groups + g) * a.k) * a.ch_g + ci) * a.lt;
+      uint16_t* out = tap_row(a, b, c);
       const int64_t tap_stride = static_cast<int64_t>(a.ch_g) * a.lt;
       for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * 256 * U + threadIdx.x; j0 < a.lt;
            j0 += int64_t{gridDim.x} * 256 * U) {
@@ -249,6 +255,55 @@ __global__ void __launch_bounds__(256) tap_rows_kernel(const TapRowsArgs a) {
             if (j0 + u * 256 < a.lt) o[j0 + u * 256] = v[u];
         }
       }
+    }
+}
+
+// The same copy with the source staged in shared memory (session 32): tap_rows_kernel ran at ~1.5 TB/s on an H100
+// (w2v_k3s2: 1.30 ms for x's tap rows, 0.54 ms for dy's rows), reading every tap's elements from global memory (a
+// stride-2 warp load brings 128 bytes for 64 used) with at most 8 loads in flight per thread and only the first
+// tap's loads reaching DRAM. Here a block takes kStagedJ output positions of one (batch, channel) row: its threads
+// first load the span of source elements every tap of those positions reads, (n - 1) * S + (K - 1) * D + 1 of them,
+// contiguous and kStagedUnroll loads in flight each, into shared memory, then write each tap's row from there.
+// Spans over kStagedSpanMax elements (large strides or dilations) keep tap_rows_kernel. H100 (session 33, one
+// process, CONVKIT_TAP_ROWS_STAGED=0 for the old copy): x's tap rows w2v_k3s2 1.307 -> 1.171 ms, kb67 1.642 -> 1.069,
+// grouped_g8 0.658 -> 0.345; dy's plain rows (one tap, stride 1) lose: w2v 0.546 -> 0.642, kb67 1.363 -> 1.584.
+constexpr int kStagedJ = 2048;
+constexpr int kStagedSpanMax = 12288;  // 24 KB of shared memory
+constexpr int kStagedUnroll = 16;
+
+int64_t staged_span(int64_t s, int64_t d, int k) { return (kStagedJ - 1) * s + (k - 1) * d + 1; }
+
+__global__ void __launch_bounds__(256) tap_rows_staged_kernel(const TapRowsArgs a) {
+  constexpr int U = kStagedUnroll;
+  extern __shared__ uint16_t staged[];
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kStagedJ;
+  const int jn = static_cast<int>(min(int64_t{kStagedJ}, a.lt - j0));  // positions this block writes
+  const int jv = static_cast<int>(max(int64_t{0}, min(int64_t{kStagedJ}, a.lout - j0)));  // of them inside Lout
+  const int n = jv > 0 ? static_cast<int>((jv - 1) * a.s + (a.k - 1) * a.d + 1) : 0;   // <= kStagedSpanMax
+  const int64_t t_first = j0 * a.s - a.p;
+  const int s = static_cast<int>(a.s), d = static_cast<int>(a.d);
+  const int64_t tap_stride = static_cast<int64_t>(a.ch_g) * a.lt;
+  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
+    for (int c = blockIdx.y; c < a.channels; c += gridDim.y) {
+      const uint16_t* row = a.src + b * a.sb + c * a.sc;
+      __syncthreads();  // the previous row's taps are written
+      for (int i0 = 0; i0 < n; i0 += 256 * U) {
+        uint16_t v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int i = i0 + u * 256 + threadIdx.x;
+          const int64_t t = t_first + i;
+          v[u] = i < n && t >= 0 && t < a.len ? __ldg(row + t * a.sl) : uint16_t{0};
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (i0 + u * 256 + threadIdx.x < n) staged[i0 + u * 256 + threadIdx.x] = v[u];
+      }
+      __syncthreads();
+      uint16_t* o = tap_row(a, b, c) + j0;
+      for (int k = 0; k < a.k; ++k, o += tap_stride)
+#pragma unroll 8
+        for (int j = threadIdx.x; j < jn; j += 256) o[j] = j < jv ? staged[j * s + k * d] : uint16_t{0};
     }
 }
 
@@ -358,10 +413,18 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   a.batch = p.batch;
   a.channels = static_cast<int>(channels), a.ch_g = static_cast<int>(ch_g);
   a.groups = static_cast<int>(p.groups), a.k = k;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 256 * kTapRowsUnroll), 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(channels, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(p.batch, 65535)));
-  tap_rows_kernel<<<grid, 256, 0, stream>>>(a);
+  const unsigned gy = static_cast<unsigned>(std::min<int64_t>(channels, 65535));
+  const unsigned gz = static_cast<unsigned>(std::min<int64_t>(p.batch, 65535));
+  const int64_t span = staged_span(s, d, k);
+  // CONVKIT_TAP_ROWS_STAGED=0: always the per-element copy (to time both copies in one process).
+  static const bool staged_on = !env_equals("CONVKIT_TAP_ROWS_STAGED", "0");
+  if (staged_on && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {  // one kStagedJ range
+    const dim3 grid(static_cast<unsigned>(ceil_div(q.lt, int64_t{kStagedJ})), gy, gz);
+    tap_rows_staged_kernel<<<grid, 256, ceil_div(span, int64_t{8}) * 16, stream>>>(a);
+  } else {
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 256 * kTapRowsUnroll), 65535)), gy, gz);
+    tap_rows_kernel<<<grid, 256, 0, stream>>>(a);
+  }
   return cudaGetLastError();
 }
 
