@@ -720,15 +720,19 @@ def expected_tma_grad_weight(Cin, Cout, K, L, stride, padding, dilation, groups,
     make_plan), else None: K <= 4, 32+ channels per group both ways; x and dy straight from their rows where the
     stride is 1, (B, C, L) x and dy rows are whole 16-byte units and the tap shifts come in 8s; else from copies in
     the workspace (x's tap rows, dy's rows padded) where Cout/groups >= 256 (CONVKIT_DENSE_TMA_WGRAD_TAPS=1: every
-    such shape, see test_dense_tma_grad_weight_tap_rows)."""
-    if not runs_sm90a_code() or K > 4 or Cin // groups < 32 or Cout // groups < 32:
+    such shape, see test_dense_tma_grad_weight_tap_rows). K 5..8: only from copies of x's tap rows, with
+    Cout/groups <= 64 and a staged copy's span (2047 * stride + (K - 1) * dilation + 1) within 12288 elements."""
+    if not runs_sm90a_code() or K > 8 or Cin // groups < 32 or Cout // groups < 32:
         return None
     pl, pr = resolve_padding(padding, K, stride, dilation)
     lout = (L + pl + pr - dilation * (K - 1) - 1) // stride + 1
     if lout < 1:
         return None
-    if (not blc and stride == 1 and L % 8 == 0 and lout % 8 == 0 and pl % 8 == 0
-            and (K == 1 or dilation % 8 == 0)):
+    x_direct = not blc and stride == 1 and L % 8 == 0 and pl % 8 == 0 and (K == 1 or dilation % 8 == 0)
+    if K > 4:
+        span = 2047 * stride + (K - 1) * dilation + 1
+        return TAP_ROWS_GRAD_WEIGHT if not x_direct and Cout // groups <= 64 and span <= 12288 else None
+    if x_direct and lout % 8 == 0:
         return "conv1d_bwd_weight_dense_tma"
     return TAP_ROWS_GRAD_WEIGHT if Cout // groups >= 256 else None
 
@@ -1249,7 +1253,7 @@ def test_dense_tma_grad_weight():
 
 # The same kernel after copies into the workspace (tap_rows_kernel: x's K tap rows, dy's rows padded to whole 16-byte
 # units), CONVKIT_DENSE_TMA_WGRAD_TAPS=1 (every shape the kernel's other conditions allow; the default needs K <= 4
-# and Cout/groups >= 256): stride 2 with
+# and Cout/groups >= 256, or K 5..8 with Cout/groups <= 64 and x's tap rows copied): stride 2 with
 # odd output rows (w2v-like: both copies), stride 3 with dilation 4 (kb76-like), padding 1 (shifts -1, 0, 1; Cout
 # 64: half blocks), K 4 with padding 3, odd x rows with aligned dy rows (the x copy alone), an aligned x with a
 # (B, L, C) view of dy (dy's copy alone), a (B, L, C) view of x and of dy at stride 2, two groups, half blocks at
@@ -1258,7 +1262,8 @@ def test_dense_tma_grad_weight():
 # between the warpgroups: grouped K 5, causal K 8, K 7 at stride 2, K 6 read directly); grad-weight and grad-bias
 # against float64 torch with poisoned outputs and a poisoned workspace (dispatch.cpp), the same bits on a second run;
 # the profiler sees the copy kernel and the TMA kernel run for two cases. Then the default: Cout 256 at stride 2
-# takes it, Cout 128 does not, nor K 6 with Cout/groups 64.
+# takes it, Cout 128 does not, nor K 6 with Cout/groups 64 read directly; grouped K 5 with padding 2 (x copied) takes
+# it at Cout/groups 64, not at 128.
 TAP_ROWS_WGRAD_SCRIPT = r"""
 import sys, torch, convkit
 from convkit.functional import resolve_padding
@@ -1305,7 +1310,9 @@ for dtype in (torch.bfloat16, torch.float16):
         if i in (0, 5) and dtype == torch.bfloat16:  # both copies; dy's copy alone (a dy view the names cannot see)
             ran = cuda_kernel_names(lambda: torch.autograd.grad(
                 convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G), (w, b), dy))
-            assert any("tap_rows_staged_kernel" in n for n in ran), ran
+            # x's tap rows staged, dy's plain rows an element at a time
+            assert any("tap_rows_staged_kernel" in n for n in ran) == (i == 0), ran
+            assert any("::tap_rows_kernel(" in n for n in ran), ran
             assert any("conv1d_bwd_weight_dense_tma_kernel" in n for n in ran), ran
         if (B, Cin, Cout, K, L, S, P, D, G, view) in copy_kernels and dtype == torch.bfloat16:
             ran = cuda_kernel_names(lambda: torch.autograd.grad(
@@ -1331,6 +1338,11 @@ w = torch.randn(64, 64, 6, device="cuda", dtype=torch.bfloat16)  # K 6, aligned 
 x = torch.randn(2, 64, 1000, device="cuda", dtype=torch.bfloat16)
 names = convkit.explain(x, w, None, padding=16, dilation=8)
 assert "conv1d_bwd_weight_dense_tma" not in names["grad_weight"], names
+x = torch.randn(2, 128, 1000, device="cuda", dtype=torch.bfloat16)  # grouped_g8-like K 5: x's tap rows copied
+for cout, expected in ((128, True), (256, False)):  # Cout/groups 64 takes it, 128 does not
+    w = torch.randn(cout, 64, 5, device="cuda", dtype=torch.bfloat16)
+    names = convkit.explain(x, w, None, padding=2, groups=2)
+    assert (names["grad_weight"] == "tap_rows + conv1d_bwd_weight_dense_tma") == expected, (cout, names)
 print("tap rows default")
 """
 

@@ -201,7 +201,9 @@ bool switched_on() {
 // x rows a map cannot describe: kb67, w2v_k3s2, views), the launcher first copies x's tap rows (tap_rows_kernel)
 // into the workspace: K * Cin * Lout elements a batch row written, read back by TMA, which pays where many output
 // channels share them (w2v_k3s2: Cout 512). CONVKIT_DENSE_TMA_WGRAD_TAPS=0: never; =1: wherever the kernel's other
-// conditions hold, K 5..8 in half blocks (q.tsplit) included; default: K <= 4 and Cout/groups >= kTapsMinCout.
+// conditions hold, K 5..8 in half blocks (q.tsplit) included; default: K <= 4 and Cout/groups >= kTapsMinCout, or
+// K 5..8 with Cout/groups <= 64 where x's tap rows are copied through shared memory (grouped_g8_k5, H100, session 33:
+// staged copy 0.345 + this kernel 0.376 ms against the mma.sync grad-weight's 1.021 ms of session 32).
 constexpr int64_t kTapsMinCout = 256;
 enum class TapsMode { kNever, kAlways, kDefaultRule };
 TapsMode taps_mode() {
@@ -343,9 +345,17 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.taps = direct ? 0 : 1;
   q.dy_rows = dy_direct ? 0 : 1;
   q.lt = ceil_div(p.out_length, 8) * 8;
-  if (q.taps || q.dy_rows) {
-    const TapsMode mode = taps_mode();
-    if (mode == TapsMode::kNever || (mode == TapsMode::kDefaultRule && q.cout_g < kTapsMinCout)) return false;
+  const bool copies = q.taps || q.dy_rows;
+  const bool tsplit = p.kernel_size > kMaxTaps;
+  const TapsMode mode = taps_mode();
+  if (copies) {
+    if (mode == TapsMode::kNever) return false;
+    if (mode == TapsMode::kDefaultRule) {
+      const bool wide = !tsplit && q.cout_g >= kTapsMinCout;
+      const bool split = tsplit && q.cout_g <= 64 && q.taps &&
+                         staged_span(p.stride, p.dilation, static_cast<int>(p.kernel_size)) <= kStagedSpanMax;
+      if (!wide && !split) return false;
+    }
     if (p.in_channels >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) ||
         p.groups * p.kernel_size >= (int64_t{1} << 31))
       return false;
@@ -356,8 +366,8 @@ bool make_plan(const Conv1dParams& p, GwTmaPlan& q) {
   q.d = static_cast<int>(p.dilation);
   q.p = static_cast<int>(p.pad_left);
   q.half = q.cout_g <= 64 ? 1 : 0;
-  q.tsplit = q.k > kMaxTaps ? 1 : 0;  // K 5..8: half blocks only, opt-in (CONVKIT_DENSE_TMA_WGRAD_TAPS=1)
-  if (q.tsplit && (!q.half || taps_mode() != TapsMode::kAlways)) return false;
+  q.tsplit = tsplit ? 1 : 0;  // K 5..8: half blocks only; read straight from the rows only where opted in
+  if (q.tsplit && (!q.half || (mode != TapsMode::kAlways && !copies))) return false;
   q.bm = q.half ? 64 : BM;
   q.a_bytes = q.bm * J * 2;
   q.stage_bytes = q.a_bytes + q.k * kBBytes;  // a multiple of 1024
@@ -417,8 +427,9 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   const unsigned gz = static_cast<unsigned>(std::min<int64_t>(p.batch, 65535));
   const int64_t span = staged_span(s, d, k);
   // CONVKIT_TAP_ROWS_STAGED=0: always the per-element copy (to time both copies in one process).
+  // dy's plain rows (one tap, stride 1) stay per element: staging them was slower (above).
   static const bool staged_on = !env_equals("CONVKIT_TAP_ROWS_STAGED", "0");
-  if (staged_on && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {  // one kStagedJ range
+  if (staged_on && (k > 1 || s > 1) && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {  // one kStagedJ range
     const dim3 grid(static_cast<unsigned>(ceil_div(q.lt, int64_t{kStagedJ})), gy, gz);
     tap_rows_staged_kernel<<<grid, 256, ceil_div(span, int64_t{8}) * 16, stream>>>(a);
   } else {
