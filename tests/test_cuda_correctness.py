@@ -1521,7 +1521,8 @@ print("mma.sync cases passed")
 
 
 def test_dense_forward_with_wgmma_switched_off():
-    run_child_script(WGMMA_OFF_SCRIPT, "mma.sync cases passed", CONVKIT_DENSE_WGMMA="0")
+    # (TMA grad-weight off too: its tap-rows default rule takes Cout/groups >= 256, e.g. the first case)
+    run_child_script(WGMMA_OFF_SCRIPT, "mma.sync cases passed", CONVKIT_DENSE_WGMMA="0", CONVKIT_DENSE_TMA_WGRAD="0")
 
 
 @pytest.mark.parametrize("length", [1002, 1008], ids=["rows_4_byte", "rows_16_byte"])
@@ -2134,7 +2135,8 @@ print("chunk 32 grad-weight cases passed")
 
 def test_dense_grad_weight_chunk32():
     run_child_script(WGRAD_SCRIPT.replace("@CASES@", repr(MMA_CASES)), "chunk 32 grad-weight cases passed",
-                     CONVKIT_WGRAD_CHUNK="32", CONVKIT_POISON_OUTPUTS="1", CONVKIT_DENSE_WGMMA="0")
+                     CONVKIT_WGRAD_CHUNK="32", CONVKIT_POISON_OUTPUTS="1", CONVKIT_DENSE_WGMMA="0",
+                     CONVKIT_DENSE_TMA_WGRAD="0")
 
 
 # CONVKIT_DENSE_STAGE_WEIGHTS=1 makes the dense tensor-core forward stage weights per reduction step on

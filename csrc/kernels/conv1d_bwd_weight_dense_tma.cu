@@ -429,7 +429,8 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   // CONVKIT_TAP_ROWS_STAGED=0: always the per-element copy (to time both copies in one process).
   // dy's plain rows (one tap, stride 1) stay per element: staging them was slower (above).
   static const bool staged_on = !env_equals("CONVKIT_TAP_ROWS_STAGED", "0");
-  if (staged_on && (k > 1 || s > 1) && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {  // one kStagedJ range
+  // (one kStagedJ range of positions a block)
+  if (staged_on && (k > 1 || s > 1) && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {
     const dim3 grid(static_cast<unsigned>(ceil_div(q.lt, int64_t{kStagedJ})), gy, gz);
     tap_rows_staged_kernel<<<grid, 256, ceil_div(span, int64_t{8}) * 16, stream>>>(a);
   } else {
