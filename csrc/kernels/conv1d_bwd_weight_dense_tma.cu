@@ -265,21 +265,36 @@ __global__ void __launch_bounds__(256) tap_rows_kernel(const TapRowsArgs a) {
 // stride-2 warp load brings 128 bytes for 64 used) with at most 8 loads in flight per thread and only the first
 // tap's loads reaching DRAM. Here a block takes kStagedJ output positions of one (batch, channel) row: its threads
 // first load the span of source elements every tap of those positions reads, (n - 1) * S + (K - 1) * D + 1 of them,
-// contiguous and kStagedUnroll loads in flight each, into shared memory, then write each tap's row from there.
-// Spans over kStagedSpanMax elements (large strides or dilations) keep tap_rows_kernel. H100 (session 33, one
-// process, CONVKIT_TAP_ROWS_STAGED=0 for the old copy): x's tap rows w2v_k3s2 1.307 -> 1.171 ms, kb67 1.642 -> 1.069,
-// grouped_g8 0.658 -> 0.345; dy's plain rows (one tap, stride 1) lose: w2v 0.546 -> 0.642, kb67 1.363 -> 1.584.
+// into shared memory, then write each tap's row from there. Spans over kStagedSpanMax elements (large strides or
+// dilations) keep tap_rows_kernel. H100 (session 33, 2-byte loads and stores; CONVKIT_TAP_ROWS_STAGED=0 for the old
+// copy): x's tap rows w2v_k3s2 1.307 -> 1.171 ms, kb67 1.642 -> 1.069, grouped_g8 0.658 -> 0.345; dy's plain rows
+// (one tap, stride 1) lost: w2v 0.546 -> 0.642, kb67 1.363 -> 1.584.
+// Session 34: 16-byte accesses both ways (H100, one process: x's tap rows w2v_k3s2 0.770 ms, kb67 0.862, grouped_g8
+// 0.323; dy's plain rows w2v 0.473, kb67 1.139, now staged too). Where the source positions are contiguous (sl == 1)
+// the span is loaded in aligned 16-byte units from the unit holding its first element (o elements before it; units
+// that reach past either end of the row element by element, zeros outside); a warp then gathers 256 positions of a
+// tap into its own 512 bytes of shared memory (lane-consecutive 2-byte reads: no bank conflicts for S <= 2) and
+// stores them as 16-byte units (the workspace rows start 16-byte aligned and lt is a multiple of 8).
 constexpr int kStagedJ = 2048;
 constexpr int kStagedSpanMax = 12288;  // 24 KB of shared memory
-constexpr int kStagedUnroll = 16;
+constexpr int kStagedUnroll = 16;       // 2-byte loads in flight per thread (strided source)
+constexpr int kStagedOutBytes = 8 * 512;  // a warp's 256 positions
 
 int64_t staged_span(int64_t s, int64_t d, int k) { return (kStagedJ - 1) * s + (k - 1) * d + 1; }
+int64_t staged_smem_bytes(int64_t span) { return (ceil_div(span, int64_t{8}) + 1) * 16 + kStagedOutBytes; }
 
-__global__ void __launch_bounds__(256) tap_rows_staged_kernel(const TapRowsArgs a) {
-  constexpr int U = kStagedUnroll;
-  extern __shared__ uint16_t staged[];
+// MinBlocks 6 (40 registers) with 3 16-byte loads in flight per thread (w2v_k3s2: 513 units a block; up to 1537
+// for the widest spans, in rounds); 4 (64 registers) with 6: CONVKIT_TAP_ROWS_OCC=4, to time both.
+template <int MinBlocks, int VecUnroll>
+__global__ void __launch_bounds__(256, MinBlocks) tap_rows_staged_kernel(const TapRowsArgs a) {
+  constexpr int kStagedVecUnroll = VecUnroll;
+  extern __shared__ uint4 smem4[];
+  uint16_t* const out_buf = reinterpret_cast<uint16_t*>(smem4) + (threadIdx.x >> 5) * 256;
+  uint16_t* const raw = reinterpret_cast<uint16_t*>(smem4) + kStagedOutBytes / 2;  // the span, o elements in
+  uint4* const raw4 = smem4 + kStagedOutBytes / 16;
+  const int lane = threadIdx.x & 31, wj = (threadIdx.x >> 5) * 256;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kStagedJ;
-  const int jn = static_cast<int>(min(int64_t{kStagedJ}, a.lt - j0));  // positions this block writes
+  const int jn = static_cast<int>(min(int64_t{kStagedJ}, a.lt - j0));  // positions this block writes (8s)
   const int jv = static_cast<int>(max(int64_t{0}, min(int64_t{kStagedJ}, a.lout - j0)));  // of them inside Lout
   const int n = jv > 0 ? static_cast<int>((jv - 1) * a.s + (a.k - 1) * a.d + 1) : 0;   // <= kStagedSpanMax
   const int64_t t_first = j0 * a.s - a.p;
@@ -288,24 +303,61 @@ __global__ void __launch_bounds__(256) tap_rows_staged_kernel(const TapRowsArgs 
   for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
     for (int c = blockIdx.y; c < a.channels; c += gridDim.y) {
       const uint16_t* row = a.src + b * a.sb + c * a.sc;
+      int o = 0;  // raw[o + i] holds source position t_first + i
       __syncthreads();  // the previous row's taps are written
-      for (int i0 = 0; i0 < n; i0 += 256 * U) {
-        uint16_t v[U];
+      if (a.sl == 1) {
+        o = static_cast<int>(((reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(t_first * 2)) & 15) >> 1);
+        const int64_t tu = t_first - o;  // the first unit's first position: row + tu is 16-byte aligned
+        const int units = n > 0 ? (o + n + 7) >> 3 : 0;
+        for (int q0 = 0; q0 < units; q0 += 256 * kStagedVecUnroll) {
+          uint4 v[kStagedVecUnroll];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int i = i0 + u * 256 + threadIdx.x;
-          const int64_t t = t_first + i;
-          v[u] = i < n && t >= 0 && t < a.len ? __ldg(row + t * a.sl) : uint16_t{0};
+          for (int u = 0; u < kStagedVecUnroll; ++u) {
+            const int q = q0 + u * 256 + threadIdx.x;
+            const int64_t t = tu + int64_t{8} * q;
+            if (q >= units) {
+              v[u] = make_uint4(0, 0, 0, 0);
+            } else if (t >= 0 && t + 8 <= a.len) {
+              v[u] = __ldg(reinterpret_cast<const uint4*>(row + t));
+            } else {  // a unit at either end of the row
+              uint16_t e[8];
+#pragma unroll
+              for (int i = 0; i < 8; ++i) e[i] = t + i >= 0 && t + i < a.len ? __ldg(row + t + i) : uint16_t{0};
+              v[u] = make_uint4(e[0] | (uint32_t{e[1]} << 16), e[2] | (uint32_t{e[3]} << 16),
+                                e[4] | (uint32_t{e[5]} << 16), e[6] | (uint32_t{e[7]} << 16));
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kStagedVecUnroll; ++u)
+            if (q0 + u * 256 + threadIdx.x < units) raw4[q0 + u * 256 + threadIdx.x] = v[u];
         }
+      } else {
+        for (int i0 = 0; i0 < n; i0 += 256 * kStagedUnroll) {
+          uint16_t v[kStagedUnroll];
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (i0 + u * 256 + threadIdx.x < n) staged[i0 + u * 256 + threadIdx.x] = v[u];
+          for (int u = 0; u < kStagedUnroll; ++u) {
+            const int i = i0 + u * 256 + threadIdx.x;
+            const int64_t t = t_first + i;
+            v[u] = i < n && t >= 0 && t < a.len ? __ldg(row + t * a.sl) : uint16_t{0};
+          }
+#pragma unroll
+          for (int u = 0; u < kStagedUnroll; ++u)
+            if (i0 + u * 256 + threadIdx.x < n) raw[i0 + u * 256 + threadIdx.x] = v[u];
+        }
       }
       __syncthreads();
-      uint16_t* o = tap_row(a, b, c) + j0;
-      for (int k = 0; k < a.k; ++k, o += tap_stride)
-#pragma unroll 8
-        for (int j = threadIdx.x; j < jn; j += 256) o[j] = j < jv ? staged[j * s + k * d] : uint16_t{0};
+      uint16_t* dst = tap_row(a, b, c) + j0 + wj + 8 * lane;
+      const uint16_t* src = raw + o + (wj + lane) * s;
+      for (int k = 0; k < a.k; ++k, dst += tap_stride, src += d) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int j = wj + 32 * i + lane;
+          out_buf[32 * i + lane] = j < jv ? src[32 * i * s] : uint16_t{0};
+        }
+        __syncwarp();
+        if (wj + 8 * lane < jn) *reinterpret_cast<uint4*>(dst) = reinterpret_cast<const uint4*>(out_buf)[lane];
+        __syncwarp();
+      }
     }
 }
 
@@ -426,13 +478,19 @@ cudaError_t launch_tap_rows(const void* src, uint16_t* dst, int64_t sb, int64_t 
   const unsigned gy = static_cast<unsigned>(std::min<int64_t>(channels, 65535));
   const unsigned gz = static_cast<unsigned>(std::min<int64_t>(p.batch, 65535));
   const int64_t span = staged_span(s, d, k);
-  // CONVKIT_TAP_ROWS_STAGED=0: always the per-element copy (to time both copies in one process).
-  // dy's plain rows (one tap, stride 1) stay per element: staging them was slower (above).
+  // CONVKIT_TAP_ROWS_STAGED=0: always the per-element copy (to time both copies in one process). With 16-byte
+  // accesses the staged copy also wins on dy's plain rows (one tap, stride 1; session 34, H100: w2v 0.546 -> 0.473
+  // ms, kb67 1.373 -> 1.139), which session 33's 2-byte form lost.
   static const bool staged_on = !env_equals("CONVKIT_TAP_ROWS_STAGED", "0");
   // (one kStagedJ range of positions a block)
-  if (staged_on && (k > 1 || s > 1) && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535) {
+  if (staged_on && span <= kStagedSpanMax && ceil_div(q.lt, int64_t{kStagedJ}) <= 65535 &&
+      (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
     const dim3 grid(static_cast<unsigned>(ceil_div(q.lt, int64_t{kStagedJ})), gy, gz);
-    tap_rows_staged_kernel<<<grid, 256, ceil_div(span, int64_t{8}) * 16, stream>>>(a);
+    static const bool occ4 = env_equals("CONVKIT_TAP_ROWS_OCC", "4");
+    if (occ4)
+      tap_rows_staged_kernel<4, 6><<<grid, 256, staged_smem_bytes(span), stream>>>(a);
+    else
+      tap_rows_staged_kernel<6, 3><<<grid, 256, staged_smem_bytes(span), stream>>>(a);
   } else {
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(q.lt, 256 * kTapRowsUnroll), 65535)), gy, gz);
     tap_rows_kernel<<<grid, 256, 0, stream>>>(a);
