@@ -116,6 +116,14 @@ void launch_kind(const unsigned short* x, int64_t B, int64_t sb, int64_t sc, int
   convkit::launch_copy<Load>(x, B, sb, sc, sl, C, L, out, s);
 }
 
+// 64-channel tiles whose warps store 4 positions x 128 bytes (a whole line per position; session 34), C % 64 == 0.
+template <int Load>
+void launch_vw8(const unsigned short* x, int64_t B, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
+                unsigned short* out, bool, cudaStream_t s) {
+  if ((Load != convkit::kCopyElements && sl != 1) || C % 64 != 0) return;
+  convkit::launch_copy<Load, 64, convkit::CopyTile<Load>::kL, 8>(x, B, sb, sc, sl, C, L, out, s);
+}
+
 }  // namespace
 
 int main() {
@@ -142,6 +150,8 @@ int main() {
       {"rows", launch_kind<convkit::kCopyRows>},
       {"rows exact", launch_kind<convkit::kCopyRowsExact>},  // not in the package yet
       {"elements", launch_kind<convkit::kCopyElements>},
+      {"rows 64ch vw8", launch_vw8<convkit::kCopyRows>},
+      {"elements 64ch vw8", launch_vw8<convkit::kCopyElements>},
   };
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
@@ -204,7 +214,11 @@ int main() {
       }
     }
     for (const V& v : variants) {
-      if ((v.fn == launch_kind<convkit::kCopyRows> || v.fn == launch_kind<convkit::kCopyRowsExact>) && sl != 1) continue;
+      if ((v.fn == launch_kind<convkit::kCopyRows> || v.fn == launch_kind<convkit::kCopyRowsExact> ||
+           v.fn == launch_vw8<convkit::kCopyRows>) && sl != 1)
+        continue;
+      if ((v.fn == launch_vw8<convkit::kCopyRows> || v.fn == launch_vw8<convkit::kCopyElements>) && sh.C % 64 != 0)
+        continue;
       CK(cudaMemset(out, 0xff, n_out * 2));
       v.fn(xv, sh.B, sb, sc, sl, sh.C, sh.L, out, vec, s);
       CK(cudaStreamSynchronize(s));

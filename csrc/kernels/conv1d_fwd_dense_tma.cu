@@ -550,9 +550,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 //                  before it replaces it (written in session 18 after the last GPU call). ci/emulate_copy_rows.py
 //                  models both row kinds' index math and where they read.
 //   kCopyElements  other strides: 2-byte loads.
-// Stores: a warp writes 8 positions x 4 8-channel vectors (64 contiguous bytes per position). Shared row r starts
-// at r * (TL + 32) + ((r >> 3) % 4) * 8 elements: a warp's column reads (8 positions of 4 rows 8 apart) fall in
-// distinct banks. Session 18's micro-benchmark (ci/copy_micro.cu, H100): 2.2-2.3 TB/s for kCopyRows on aligned
+// Stores: a warp writes 32 / VW positions x VW 8-channel vectors (16 * VW contiguous bytes per position; the
+// package: VW 4, 64 bytes). Shared row r starts at r * (TL + 8 * VW) + ((r >> 3) % VW) * 8 elements: a warp's
+// column reads (32 / VW positions of VW rows 8 apart) fall in distinct banks. VW 8 with TC 64 (128-byte stores, a
+// whole line per position; session 34) waits for ci/copy_micro.cu. Session 18's micro-benchmark (ci/copy_micro.cu, H100): 2.2-2.3 TB/s for kCopyRows on aligned
 // and odd rows alike (74-80 % of cudaMemcpy; a 64 x 256 tile of plain 16-byte loads 2.1-2.2), 1.5-1.65 TB/s for
 // kCopyElements, against 1.0-1.1 TB/s for session 17's 64 x 64 tiles whose warps stored 16 positions x 32 bytes.
 enum CopyLoad { kCopyRows, kCopyElements, kCopyRowsExact };
@@ -591,17 +592,17 @@ __device__ __forceinline__ uint4 shift_elements(const uint4& a, const uint4& b, 
     default: return a;
   }
 }
-template <int TC, int TL, int Load>
+template <int TC, int TL, int Load, int VW = 4>
 __global__ void __launch_bounds__(256) x_to_channels_last_kernel(const unsigned short* __restrict__ x, int64_t sb,
                                                                  int64_t sc, int64_t sl, int64_t C, int64_t L,
                                                                  unsigned short* __restrict__ out) {
-  constexpr int kPitch = TL + 32, kVw = 4, kP = 32 / kVw;
+  constexpr int kVw = VW, kPitch = TL + 8 * kVw, kP = 32 / kVw;
   static_assert(TC % (8 * kVw) == 0 && TL % 64 == 0 && (Load == kCopyElements || (TL == 256 && TC % 8 == 0)), "tile");
   __shared__ __align__(16) unsigned short tile[TC * kPitch];
   const int tid = threadIdx.x;
   const int64_t l0 = static_cast<int64_t>(blockIdx.x) * TL, c0 = static_cast<int64_t>(blockIdx.y) * TC;
   const unsigned short* xb = x + static_cast<int64_t>(blockIdx.z) * sb;
-  auto at = [](int r, int l) { return r * kPitch + ((r >> 3) % kVw) * kP + l; };
+  auto at = [](int r, int l) { return r * kPitch + ((r >> 3) % kVw) * 8 + l; };
   if constexpr (Load == kCopyRows || Load == kCopyRowsExact) {
     constexpr int N = TC / 8;  // rows per warp
     const int warp = tid / 32, lane = tid % 32;
@@ -673,13 +674,12 @@ template <int Load>
 struct CopyTile {
   static constexpr int kC = 32, kL = Load == kCopyElements ? 128 : 256;
 };
-template <int Load>
+template <int Load, int TC = CopyTile<Load>::kC, int TL = CopyTile<Load>::kL, int VW = 4>
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
                  unsigned short* out, cudaStream_t stream) {
-  constexpr int TC = CopyTile<Load>::kC, TL = CopyTile<Load>::kL;
   const dim3 grid(static_cast<unsigned>(ceil_div(L, TL)), static_cast<unsigned>(ceil_div(C, TC)),
                   static_cast<unsigned>(n));
-  x_to_channels_last_kernel<TC, TL, Load><<<grid, 256, 0, stream>>>(x, sb, sc, sl, C, L, out);
+  x_to_channels_last_kernel<TC, TL, Load, VW><<<grid, 256, 0, stream>>>(x, sb, sc, sl, C, L, out);
 }
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
                  unsigned short* out, cudaStream_t stream) {
