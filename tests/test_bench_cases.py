@@ -53,3 +53,19 @@ def test_suite_and_extra_cases_cover_every_table_entry():
 def test_unknown_case_is_an_error():
     with pytest.raises(SystemExit, match="unknown case"):
         bench.select_cases(["no_such_case"])
+
+
+def test_accuracy_report_runs_on_cpu():
+    """convkit.accuracy's comparison (inputs, padding, the four tensors) on small cuts of suite shapes: on the CPU
+    convkit runs torch, so this checks the script's reference, not the kernels (the GPU run reports those)."""
+    from convkit import accuracy
+
+    rows = accuracy.main(["--cases", "mamba_dw_k4_causal,w2v_k3s2,grouped_g8_k5", "--dtypes", "float32,bfloat16",
+                          "--device", "cpu", "--max-length", "96"])
+    assert [(r["case"], r["dtype"]) for r in rows] == [
+        (c, d) for c in ("mamba_dw_k4_causal", "w2v_k3s2", "grouped_g8_k5") for d in ("float32", "bfloat16")]
+    for r in rows:
+        assert r["batch"] == 1 and r["length"] == 96
+        limit = 1e-5 if r["dtype"] == "float32" else 2e-2
+        for t in accuracy.TENSORS:
+            assert 0 < r[f"convkit_{t}"] < limit, (r, t)
