@@ -175,7 +175,7 @@ cd /tmp
 if [ "$what" = all ] || [ "$what" = tests ]; then
   junit=""
   [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
-  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider $junit ${PYTEST_ARGS:-}" \
+  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
     >"$OUT/tests.log" 2>&1
   rc=$?
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
