@@ -749,9 +749,9 @@ TMA_COPY = "x_to_channels_last + conv1d_fwd_dense_tma"
 
 def tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
     """Whether a (B, C, L) x of this shape takes the TMA forward after a copy to channels-last memory (the
-    launcher's rule: Cout/groups * K >= 512 * stride, besides the kernel's own conditions)."""
+    launcher's rule: Cout/groups * K >= 384 * stride, besides the kernel's own conditions)."""
     return (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and (Cin // groups) % 16 == 0
-            and Cout // groups > 64 and K <= 16 and stride <= 8 and (Cout // groups) * K >= 512 * stride)
+            and Cout // groups > 64 and K <= 16 and stride <= 8 and (Cout // groups) * K >= 384 * stride)
 
 
 TMA_GRAD_INPUT = "x_to_channels_last + conv1d_bwd_input_dense_tma"
@@ -911,9 +911,10 @@ def test_dense_wgmma_not_for_short_reductions_or_fp32_weights():
     tile) and fp32 master weights keep the mma.sync kernel."""
     if not runs_sm90a_code():
         pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
-    x, w, b = make_inputs(2, 64, 128, 3, 500, 1, torch.bfloat16)
+    # (K 2: at K 3 the TMA forward takes these (B, C, L) shapes after a copy, Cout * K >= 384)
+    x, w, b = make_inputs(2, 64, 128, 2, 500, 1, torch.bfloat16)
     assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_mma"
-    x, w, b = make_inputs(2, 256, 128, 3, 500, 1, torch.bfloat16)
+    x, w, b = make_inputs(2, 256, 128, 2, 500, 1, torch.bfloat16)
     assert convkit.explain(x, w, b)["forward"] == "conv1d_fwd_dense_wgmma"
     assert convkit.explain(x, w.float(), b.float())["forward"] == "conv1d_fwd_dense_mma"
     x, w, b = make_inputs(2, 256, 64, 3, 500, 1, torch.bfloat16)
@@ -977,7 +978,8 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
     assert convkit.explain(x, w, b, padding=1)["forward"] == "conv1d_fwd_dense_tma"
     assert convkit.explain(x, w.float(), b.float(), padding=1)["forward"] != "conv1d_fwd_dense_tma"
     assert convkit.explain(x.float(), w.float(), b.float(), padding=1)["forward"] != "conv1d_fwd_dense_tma"
-    assert convkit.explain(x.contiguous(), w, b, padding=1)["forward"] == "conv1d_fwd_dense_wgmma"
+    w2 = w[:, :, :2].contiguous()  # Cout * K 256: below the copy rule
+    assert convkit.explain(x.contiguous(), w2, b, padding=1)["forward"] == "conv1d_fwd_dense_wgmma"
     x = torch.randn(2 * 501 * 128 + 8, device="cuda").to(dt)[1:2 * 501 * 128 + 1].view(2, 501, 128).transpose(1, 2)
     assert x.data_ptr() % 16 != 0
     assert convkit.explain(x, w, b, padding=1)["forward"] != "conv1d_fwd_dense_tma"
@@ -1424,14 +1426,14 @@ def test_dense_tma_copy_in_slabs(shape, poison_outputs):
     torch.cuda.empty_cache()
 
 
-# CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (kb67-like, Cout 128 K 3: below the rule);
+# CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (Cout 128 K 2: below the rule);
 # =0: none (w2v-like keeps the wgmma kernel).
 TMA_COPY_SCRIPT = r"""
 import os, sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 mode = os.environ["CONVKIT_DENSE_TMA_COPY"]
-shape = (2, 64, 128, 3, 1001, 1, 1, 1, 1) if mode == "1" else (2, 512, 512, 3, 999, 2, 1, 1, 1)
+shape = (2, 64, 128, 2, 1001, 1, 1, 1, 1) if mode == "1" else (2, 512, 512, 3, 999, 2, 1, 1, 1)
 B, Cin, Cout, K, L, S, P, D, G = shape
 x = torch.randn(B, Cin, L, device="cuda").bfloat16()
 w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).bfloat16()
@@ -1450,6 +1452,47 @@ def test_dense_tma_copy_switch(mode):
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
     run_child_script(TMA_COPY_SCRIPT, "copy mode " + mode, CONVKIT_DENSE_TMA_COPY=mode)
+
+
+# CONVKIT_COPY_VW8: launch_copy's two tile shapes for rows of x_stride_l 1 with C % 64 == 0 (64 channels stored as
+# 128-byte lines by default, 32 channels as 64-byte pieces with =0), each on odd rows, aligned rows, a channel-sliced
+# view and an x one element off a 16-byte boundary, forward (x copied) and gradients (dy copied for the one-pass
+# grad-input) against float64.
+COPY_VW8_SCRIPT = r"""
+import os, sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+for view, B, C, L, S in (("", 2, 512, 1999, 2), ("", 3, 256, 2056, 1), ("channels", 2, 256, 1001, 1),
+                         ("offset", 2, 192, 1024, 1)):
+    dt = torch.bfloat16
+    x = torch.randn(B, C, L, device="cuda").to(dt)
+    if view == "channels":
+        x = torch.randn(B, 2 * C, L, device="cuda").to(dt)[:, ::2]
+    elif view == "offset":
+        x = torch.randn(B * C * L + 1, device="cuda").to(dt)[1:].view(B, C, L)
+    x.requires_grad_()
+    w = (torch.randn(C, C, 3, device="cuda") / (C * 3) ** 0.5).to(dt).requires_grad_()
+    b = torch.randn(C, device="cuda").to(dt)
+    names = convkit.explain(x, w, b, stride=S, padding=1)
+    assert names["forward"] == "x_to_channels_last + conv1d_fwd_dense_tma", (view, C, names)
+    y = convkit.conv1d(x, w, b, stride=S, padding=1)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    y_ref, dx_ref, dw_ref = reference(x, w, b, dy, S, 1, 1, 1, 1, None)[:3]
+    what = f"{view or 'plain'} C {C} L {L} stride {S}"
+    assert_close(y, y_ref, dt, "forward " + what)
+    assert_close(x.grad, dx_ref, dt, "grad_input " + what)
+    assert_close(w.grad, dw_ref, dt, "grad_weight " + what)
+print("copy vw8", os.environ["CONVKIT_COPY_VW8"], "cases passed")
+"""
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_dense_tma_copy_tile_shapes(mode):
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    run_child_script(COPY_VW8_SCRIPT, "copy vw8 " + mode + " cases passed", CONVKIT_COPY_VW8=mode)
 
 
 # CONVKIT_DENSE_TMA=0: the WGMMA_CASES that the TMA forward takes by default (channels-last x, or (B, C, L) x

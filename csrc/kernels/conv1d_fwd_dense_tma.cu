@@ -682,9 +682,16 @@ void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int
                   static_cast<unsigned>(n));
   x_to_channels_last_kernel<TC, TL, Load, VW><<<grid, 256, 0, stream>>>(x, sb, sc, sl, C, L, out);
 }
+// Rows with C % 64 == 0 take 64-channel tiles whose warps store 4 positions x 128 bytes (VW 8: a whole line per
+// position). ci/copy_micro.cu, H100 (session 35): w2v 0.764 -> 0.608 ms (72 -> 91 % of cudaMemcpy), kb76 slab
+// 1.012 -> 0.774, kb67 0.474 -> 0.384, tcn 0.120 -> 0.105; the element loads gain nothing from it.
+// CONVKIT_COPY_VW8=0 keeps the 32-channel tiles (to time both).
 void launch_copy(const unsigned short* x, int64_t n, int64_t sb, int64_t sc, int64_t sl, int64_t C, int64_t L,
                  unsigned short* out, cudaStream_t stream) {
-  if (sl == 1)
+  static const bool vw8_on = !env_equals("CONVKIT_COPY_VW8", "0");
+  if (sl == 1 && C % 64 == 0 && vw8_on)
+    launch_copy<kCopyRows, 64, CopyTile<kCopyRows>::kL, 8>(x, n, sb, sc, sl, C, L, out, stream);
+  else if (sl == 1)
     launch_copy<kCopyRows>(x, n, sb, sc, sl, C, L, out, stream);
   else
     launch_copy<kCopyElements>(x, n, sb, sc, sl, C, L, out, stream);
@@ -743,9 +750,11 @@ void plan_window(TmaPlan& q) {
 // pays: the copy moves 2 x-sizes, while what the TMA kernel saves over the register-staged wgmma kernel grows
 // with the work per x element, Cout/groups * K / stride. Session 18, H100, bf16 forward, ms (copy + TMA kernel
 // against the wgmma / mma.sync kernel on (B, C, L) x): w2v_k3s2 (768) 3.85 against 4.14, tcn (768) 0.63 / 0.72,
-// wavenet (512) 0.60 / 0.63 are copied; kb67 (384) 2.03 / 1.89 and kb76 (128) 7.95 / 5.88 are not.
+// wavenet (512) 0.60 / 0.63 are copied; kb67 (384) 2.03 / 1.89 and kb76 (128) 7.95 / 5.88 were not. Session 35,
+// H100, bf16 forward in CUDA graphs, with the 64-channel copy tiles (launch_copy): kb67 1.64 copied against 1.89
+// not, kb76 6.81 against 5.80, so the bar went from 512 down to 384.
 // CONVKIT_DENSE_TMA_COPY=0: never copy; =1: copy for every shape the kernel runs (measurements).
-constexpr int64_t kCopyMinWorkPerElement = 512;
+constexpr int64_t kCopyMinWorkPerElement = 384;
 
 bool channels_last_x(const Conv1dParams& p) { return p.x_stride_c == 1; }
 
