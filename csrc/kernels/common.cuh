@@ -293,4 +293,10 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Eight 16-bit elements as one 16-byte vector (element 0 in the low half of .x).
+__device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
+  auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
+  return make_uint4(two(0), two(2), two(4), two(6));
+}
+
 }  // namespace convkit

@@ -287,7 +287,6 @@ int64_t staged_smem_bytes(int64_t span) { return (ceil_div(span, int64_t{8}) + 1
 // for the widest spans, in rounds); 4 (64 registers) with 6: CONVKIT_TAP_ROWS_OCC=4, to time both.
 template <int MinBlocks, int VecUnroll>
 __global__ void __launch_bounds__(256, MinBlocks) tap_rows_staged_kernel(const TapRowsArgs a) {
-  constexpr int kStagedVecUnroll = VecUnroll;
   extern __shared__ uint4 smem4[];
   uint16_t* const out_buf = reinterpret_cast<uint16_t*>(smem4) + (threadIdx.x >> 5) * 256;
   uint16_t* const raw = reinterpret_cast<uint16_t*>(smem4) + kStagedOutBytes / 2;  // the span, o elements in
@@ -309,10 +308,10 @@ __global__ void __launch_bounds__(256, MinBlocks) tap_rows_staged_kernel(const T
         o = static_cast<int>(((reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(t_first * 2)) & 15) >> 1);
         const int64_t tu = t_first - o;  // the first unit's first position: row + tu is 16-byte aligned
         const int units = n > 0 ? (o + n + 7) >> 3 : 0;
-        for (int q0 = 0; q0 < units; q0 += 256 * kStagedVecUnroll) {
-          uint4 v[kStagedVecUnroll];
+        for (int q0 = 0; q0 < units; q0 += 256 * VecUnroll) {
+          uint4 v[VecUnroll];
 #pragma unroll
-          for (int u = 0; u < kStagedVecUnroll; ++u) {
+          for (int u = 0; u < VecUnroll; ++u) {
             const int q = q0 + u * 256 + threadIdx.x;
             const int64_t t = tu + int64_t{8} * q;
             if (q >= units) {
@@ -323,12 +322,11 @@ __global__ void __launch_bounds__(256, MinBlocks) tap_rows_staged_kernel(const T
               uint16_t e[8];
 #pragma unroll
               for (int i = 0; i < 8; ++i) e[i] = t + i >= 0 && t + i < a.len ? __ldg(row + t + i) : uint16_t{0};
-              v[u] = make_uint4(e[0] | (uint32_t{e[1]} << 16), e[2] | (uint32_t{e[3]} << 16),
-                                e[4] | (uint32_t{e[5]} << 16), e[6] | (uint32_t{e[7]} << 16));
+              v[u] = pack8(e);
             }
           }
 #pragma unroll
-          for (int u = 0; u < kStagedVecUnroll; ++u)
+          for (int u = 0; u < VecUnroll; ++u)
             if (q0 + u * 256 + threadIdx.x < units) raw4[q0 + u * 256 + threadIdx.x] = v[u];
         }
       } else {

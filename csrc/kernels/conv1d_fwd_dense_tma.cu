@@ -550,18 +550,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 //                  before it replaces it (written in session 18 after the last GPU call). ci/emulate_copy_rows.py
 //                  models both row kinds' index math and where they read.
 //   kCopyElements  other strides: 2-byte loads.
-// Stores: a warp writes 32 / VW positions x VW 8-channel vectors (16 * VW contiguous bytes per position; the
-// package: VW 4, 64 bytes). Shared row r starts at r * (TL + 8 * VW) + ((r >> 3) % VW) * 8 elements: a warp's
-// column reads (32 / VW positions of VW rows 8 apart) fall in distinct banks. VW 8 with TC 64 (128-byte stores, a
-// whole line per position; session 34) waits for ci/copy_micro.cu. Session 18's micro-benchmark (ci/copy_micro.cu,
-// H100): 2.2-2.3 TB/s for kCopyRows on aligned and odd rows alike (74-80 % of cudaMemcpy; a 64 x 256 tile of plain
-// 16-byte loads 2.1-2.2), 1.5-1.65 TB/s for kCopyElements, against 1.0-1.1 TB/s for session 17's 64 x 64 tiles whose
-// warps stored 16 positions x 32 bytes.
+// Stores: a warp writes 32 / VW positions x VW 8-channel vectors (16 * VW contiguous bytes per position; launch_copy:
+// VW 8 with TC 64 where C % 64 == 0, a whole 128-byte line per position, else VW 4, 64 bytes). Shared row r starts
+// at r * (TL + 8 * VW) + ((r >> 3) % VW) * 8 elements: a warp's column reads (32 / VW positions of VW rows 8 apart)
+// fall in distinct banks. Session 18's micro-benchmark (ci/copy_micro.cu, H100, VW 4): 2.2-2.3 TB/s for kCopyRows
+// on aligned and odd rows alike (74-80 % of cudaMemcpy; a 64 x 256 tile of plain 16-byte loads 2.1-2.2), 1.5-1.65
+// TB/s for kCopyElements, against 1.0-1.1 TB/s for session 17's 64 x 64 tiles whose warps stored 16 positions x 32
+// bytes.
 enum CopyLoad { kCopyRows, kCopyElements, kCopyRowsExact };
-__device__ __forceinline__ uint4 pack8(const unsigned short (&e)[8]) {
-  auto two = [&](int j) { return static_cast<unsigned>(e[j]) | (static_cast<unsigned>(e[j + 1]) << 16); };
-  return make_uint4(two(0), two(2), two(4), two(6));
-}
 // Elements lo .. lo + 7 of row (positions relative to row), zero outside [first, end).
 __device__ __forceinline__ uint4 row_part(const unsigned short* row, int64_t lo, int64_t first, int64_t end) {
   unsigned short e[8];
