@@ -1131,6 +1131,49 @@ def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_output
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu" if name == "w2v_like" else None)
 
 
+# CONVKIT_GI_FUSED_S1=1 (an experiment, off by default): the one-pass grad-input kernel also takes stride 1 (one
+# phase; 64-row tiles where Cin/groups <= 64). kb67-like, valid padding, Cin 96 (a partial 128-row tile), Cin 128
+# with dilation 8, grouped (64 per group), Cout 48 (32-byte dy rows), K 2 with dilation 512, padding past the taps;
+# a (B, L, C) dy (no copy); dx against float64 torch, poisoned outputs.
+FUSED_S1_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # B, Cin, Cout, K, L, padding, dilation, groups, dy layout
+    (2, 64, 128, 3, 1001, 1, 1, 1, "bcl"), (2, 64, 128, 3, 1000, 0, 1, 1, "bcl"), (2, 96, 64, 5, 777, 2, 1, 1, "bcl"),
+    (1, 128, 256, 3, 2000, 8, 8, 1, "bcl"), (2, 512, 512, 5, 555, 2, 1, 8, "bcl"), (2, 32, 48, 3, 501, 1, 1, 1, "bcl"),
+    (1, 64, 128, 2, 1500, 0, 512, 1, "bcl"), (2, 64, 64, 3, 300, 5, 1, 1, "bcl"), (2, 64, 128, 3, 1001, 1, 1, 1, "blc")]
+for dtype in (torch.bfloat16, torch.float16):
+    for B, Cin, Cout, K, L, P, D, G, layout in cases:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        names = convkit.explain(x, w, None, padding=P, dilation=D, groups=G)
+        assert names["grad_input"] == "conv1d_bwd_input_dense_tma_fused", names
+        xr = x.clone().requires_grad_()
+        y = convkit.conv1d(xr, w, None, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        if layout == "blc":
+            dy = dy.transpose(1, 2).contiguous().transpose(1, 2)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            (dx,) = torch.autograd.grad(y, xr, dy)
+            torch.cuda.synchronize()
+        ran = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert any("conv1d_bwd_input_dense_tma_kernel" in n for n in ran), ran
+        assert any("x_to_channels_last" in n for n in ran) == (layout == "bcl"), ran  # a (B, L, C) dy: no copy
+        dx_ref = reference(x, w, None, dy, 1, P, P, D, G)[1]
+        assert_close(dx, dx_ref, dtype, f"grad_input {dtype} {(B, Cin, Cout, K, L, P, D, G, layout)}")
+print("stride-1 one-pass grad-input cases passed")
+"""
+
+
+def test_dense_fused_grad_input_stride1_switch():
+    if not runs_sm90a_code():
+        pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
+    run_child_script(FUSED_S1_SCRIPT, "stride-1 one-pass grad-input cases passed", CONVKIT_GI_FUSED_S1="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 # CONVKIT_GI_FUSED=0 (read once per process: a child process): the strided 16-bit grad-input of wide shapes runs
 # its stride phases one by one on the TMA forward after one channels-last copy of dy (dense_grad_input_tma), the
 # path the one-pass kernel took over by default but still serves where it declines (K >= 11 or 12 with Cin/groups

@@ -16,7 +16,11 @@
 //     rows, a K-major descriptor at that row (as the forward's taps).
 //   * The weights, transposed (rows = input channels, reduction = output channels), packed once per call into the
 //     shared-memory image of each stage (tma::pack_weights_kernel), one bulk copy per stage.
-//   * Each consumer warpgroup holds one accumulator per phase, 64 rows x NW columns (NW = 128 for S = 2, else 64:
+// Stride 1 (session 35, CONVKIT_GI_FUSED_S1=1 only, opt-in): one phase whose taps all read the one window, i.e. the
+// forward convolution of dy by the transposed weights, with the 64-row tiles that the TMA forward lacks (kb67's
+// grad-input has Cin 64 output rows: the mma.sync forward, 1.94 ms on the H100). Session 36, H100, bf16, CUDA graphs:
+// kb67 fwd+bwd 4.83 -> 4.42 ms, tcn 1.19 / 1.21.
+//   * Each consumer warpgroup holds one accumulator per phase, 64 rows x NW columns (NW = 128 for S <= 2, else 64:
 //     at most 128 registers); the taps of phase rho accumulate into acc[rho]. Cin/groups <= 64: both warpgroups
 //     take the same 64 rows and NW columns each (BM 64, BNJ = 2 NW); else 64 rows each (BM 128, BNJ = NW).
 //   * Epilogue: the phases interleave in the warpgroup's band of shared memory (dx position S * m + rho of the
@@ -77,7 +81,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #ifndef CONVKIT_WGMMA_DEVICE
   __trap();  // sm_90a only
 #else
-  constexpr int NW = S == 2 ? 128 : 64;  // columns per phase and warpgroup
+  constexpr int NW = S <= 2 ? 128 : 64;  // columns per phase and warpgroup
   constexpr int kSteps = XR / 32;        // k16 steps per tap and stage (cc / 16)
   constexpr uint64_t kSwizzleMode = XR == 64 ? 2 : 3;
   extern __shared__ unsigned char smem_raw[];
@@ -218,7 +222,7 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
 #else
   if (!sm90a_16bit_whole_groups(p) || p.w_dtype != p.dtype) return false;
   if (p.batch < 1 || p.in_length < 1 || p.out_length < 1) return false;
-  if (p.stride < 2 || p.stride > kMaxPhases || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
+  if (p.stride < 1 || p.stride > kMaxPhases || p.kernel_size < 1 || p.kernel_size > kMaxTaps) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0 || p.pad_left > (1 << 20)) return false;
   const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (cout_g % 16 != 0) return false;
@@ -254,7 +258,7 @@ bool make_plan(const Conv1dParams& p, GiPlan& q) {
   for (int rho = q.s + 1; rho <= kMaxPhases; ++rho) q.ph_first[rho] = n;
   for (int t = 0; t < n; ++t) q.slot_row[t] -= static_cast<int>(o_min);
   q.o_min = static_cast<int>(o_min);
-  const int nw = q.s == 2 ? 128 : 64;
+  const int nw = q.s <= 2 ? 128 : 64;  // (as the kernel's NW)
   q.split_n = cin_g <= 64 ? 1 : 0;
   q.bm = q.split_n ? 64 : 128;
   q.bnj = q.split_n ? 2 * nw : nw;
@@ -297,6 +301,7 @@ cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& v, const 
 template <typename T, int XR>
 cudaError_t launch_strided(const CUtensorMap& map, const Conv1dParams& v, const GiPlan& q, const void* wpack,
                            cudaStream_t stream) {
+  if (q.s == 1) return launch_variant<T, 1, XR>(map, v, q, wpack, stream);
   if (q.s == 2) return launch_variant<T, 2, XR>(map, v, q, wpack, stream);
   if (q.s == 3) return launch_variant<T, 3, XR>(map, v, q, wpack, stream);
   return launch_variant<T, 4, XR>(map, v, q, wpack, stream);
