@@ -1131,7 +1131,7 @@ def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_output
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu" if name == "w2v_like" else None)
 
 
-# CONVKIT_GI_FUSED_S1=1 (an experiment, off by default): the one-pass grad-input kernel also takes stride 1 (one
+# CONVKIT_GI_FUSED_S1=1 (opt-in, off by default): the one-pass grad-input kernel also takes stride 1 (one
 # phase; 64-row tiles where Cin/groups <= 64). kb67-like, valid padding, Cin 96 (a partial 128-row tile), Cin 128
 # with dilation 8, grouped (64 per group), Cout 48 (32-byte dy rows), K 2 with dilation 512, padding past the taps;
 # a (B, L, C) dy (no copy); dx against float64 torch, poisoned outputs.
