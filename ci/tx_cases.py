@@ -23,13 +23,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--skew", default="1")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--tx", default="1", help="CONVKIT_DENSE_TMA_TX (0: the copy path, to clear the backward)")
+    ap.add_argument("--only", default="", help="comma-separated case names")
     args = ap.parse_args()
     script, names = script_and_cases()
     # one case: keep only its line in the case list (and skip the final alignment check)
     for name in names:
+        if args.only and name not in args.only.split(","):
+            continue
         one = re.sub(r'^\s+\("(?!%s")[a-z0-9_]+", \d.*\n' % name, "", script, flags=re.M)
         one = one.split("x = torch.randn(2 * 64 * 1024 + 1")[0] + 'print("tma tx cases passed")\n'
-        env = dict(os.environ, CONVKIT_DENSE_TMA_TX="1", CONVKIT_POISON_OUTPUTS="1", CONVKIT_TMA_TX_WQ_SKEW=args.skew,
+        env = dict(os.environ, CONVKIT_DENSE_TMA_TX=args.tx, CONVKIT_POISON_OUTPUTS="1", CONVKIT_TMA_TX_WQ_SKEW=args.skew,
                    CUDA_LAUNCH_BLOCKING="1")
         try:
             res = subprocess.run([sys.executable, "-c", one, TESTS], env=env, capture_output=True, text=True,

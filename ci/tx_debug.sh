@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Session 37: find the case where the transposing TMA forward (ci/pending/dense_tma_tx.patch, applied) traps.
+# The harness (ci/tx_harness.cu, forward alone, CPU check) builds and runs while the package builds; then the
+# TX test, then the test's cases one per process (TX on, then the first cases with TX off).
+repo=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$repo/gpu_logs}; mkdir -p "$OUT"
+cases="kb76 kb67 odd_rows stride2_odd stride4_k4 rows32_k5 segments k1 k9_d2 grouped groups_cin16 batch_view channel_slice tail MID_kb76"
+( cd "$repo" && nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -lineinfo -I csrc ci/tx_harness.cu \
+    csrc/kernels/conv1d_fwd_dense_tma.cu -o /tmp/txh > "$OUT/txh.log" 2>&1
+  for skew in 1 0; do for c in $cases; do echo "== skew $skew $c"
+    CONVKIT_TMA_TX_WQ_SKEW=$skew CONVKIT_DENSE_TMA_TX=1 timeout 30 /tmp/txh $c; echo "exit $?"; done; done
+) >> "$OUT/txh.log" 2>&1 &
+PYTEST_ARGS="-k transposing_form" EXTRA_CMD="cd $repo && timeout 200 python3 ci/tx_cases.py --timeout 30 && \
+  timeout 60 python3 ci/tx_cases.py --tx 0 --timeout 30 --only kb76,odd_rows,stride2_odd" bash ci/gpu_check.sh tests
+wait
+echo "== harness"; grep -vE "^exit 0$|ptxas info|^$" "$OUT/txh.log" | tail -90
