@@ -5,7 +5,7 @@
 #   bash ci/gpu_check.sh                 # build + tests + benchmark
 #   bash ci/gpu_check.sh tests           # build + tests
 #   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
-#   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments
+#   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments (PYTEST_TIMEOUT: seconds, default 3000)
 #   BENCH2_ARGS="--cases depthwise --cuda-graph" ...   # a second benchmark run (bench2.json)
 #   PROFILE_ARGS="--cases kb76_dense_s3d4 --dtypes bfloat16" bash ci/gpu_check.sh profile
 #                                        # build, then Nsight Compute on one forward + backward per case
@@ -175,7 +175,7 @@ cd /tmp
 if [ "$what" = all ] || [ "$what" = tests ]; then
   junit=""
   [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
-  eval "$PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
+  eval "timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
     >"$OUT/tests.log" 2>&1
   rc=$?
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40

@@ -10,7 +10,9 @@ cases="kb76 kb67 odd_rows stride2_odd stride4_k4 rows32_k5 segments k1 k9_d2 gro
   for skew in 1 0; do for c in $cases; do echo "== skew $skew $c"
     CONVKIT_TMA_TX_WQ_SKEW=$skew CONVKIT_DENSE_TMA_TX=1 timeout 30 /tmp/txh $c; echo "exit $?"; done; done
 ) >> "$OUT/txh.log" 2>&1 &
-PYTEST_ARGS="-k transposing_form" EXTRA_CMD="cd $repo && timeout 200 python3 ci/tx_cases.py --timeout 30; \
+# TX_TESTS: the pytest -k expression (default the TX test alone); the cases one per process only if that test failed.
+PYTEST_TIMEOUT=${PYTEST_TIMEOUT:-330} PYTEST_ARGS="-k '${TX_TESTS:-transposing_form}'" EXTRA_CMD="cd $repo && { grep -q 'FAILED.*transposing_form' \
+  \"\$OUT/tests.log\" && timeout 200 python3 ci/tx_cases.py --timeout 30; }; \
   for tx in 0 1; do echo \"== TX=\$tx\"; CONVKIT_DENSE_TMA_TX=\$tx timeout 100 python3 -m convkit.bench --cases \
     kb76_dense_s3d4,kb67_dense_k3,tcn_k3_d8,wavenet_k2_d512,grouped_g8_k5 --dtypes bfloat16 --cuda-graph; done; \
   CONVKIT_DENSE_TMA_TX=1 timeout 60 python3 ci/profile_cases.py --cases kb76_dense_s3d4,kb67_dense_k3,tcn_k3_d8 \
