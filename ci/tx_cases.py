@@ -1,6 +1,6 @@
 """Runs the transposing TMA forward's test cases (tests/test_cuda_correctness.py, TMA_TX_SCRIPT) one case per
 process, so that a case that hangs or traps is named: python3 ci/tx_cases.py [--skew 0|1] [--timeout 60].
-Needs ci/pending/dense_tma_tx.patch applied and a GPU running the sm_90a build."""
+Needs a GPU running the sm_90a build."""
 import argparse
 import os
 import re

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 37: find the case where the transposing TMA forward (ci/pending/dense_tma_tx.patch, applied) traps.
+# The transposing TMA forward (conv1d_fwd_dense_tma_tx) on its own: written in session 37 to find where it trapped
+# (boxes starting inside a 16-byte unit; fixed).
 # The harness (ci/tx_harness.cu, forward alone, CPU check) builds and runs while the package builds; then the
 # TX test, the test's cases one per process, then bf16 timings with TX off and on (CUDA graphs) and kernel times.
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,7 +1,8 @@
-// The transposing TMA forward (ci/pending/dense_tma_tx.patch, CONVKIT_DENSE_TMA_TX=1) alone, without building the
+// The transposing TMA forward (conv1d_fwd_dense_tma_tx, CONVKIT_DENSE_TMA_TX=1) alone, without building the
 // package: the TX test's cases (tests/test_cuda_correctness.py, TMA_TX_SCRIPT; bf16, bias + GELU by default) through
 // launch_conv1d_fwd_dense_tma, checked against a CPU sum (rounded inputs, fp32 accumulation). Written by a helper in
-// session 36 to name the case that traps; compiled here (sm_90a), not yet run. With the patch applied:
+// session 36 to name the case that traps. Session 37 (H100): every case with a padding or dilation that is not a
+// multiple of 8 trapped (a box starting inside a 16-byte unit); with boxes rounded down, every case OK. Run:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A -I csrc ci/tx_harness.cu csrc/kernels/conv1d_fwd_dense_tma.cu \
 //     -o /tmp/txh && for c in kb76 kb67 odd_rows stride2_odd stride4_k4 rows32_k5 segments k1 k9_d2 grouped \
 //     groups_cin16 batch_view channel_slice tail; do CONVKIT_DENSE_TMA_TX=1 timeout 30 /tmp/txh $c; done

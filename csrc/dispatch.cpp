@@ -364,7 +364,9 @@ void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 // 4.12, kb76 3.95 vs 5.84, kb67 1.54 vs 1.91, tcn 0.47 vs 0.72; with its 32-channel stages, session 22, H200, kernel
 // only: w2v_k3s2 2.23, tcn 0.39, kb67 1.45); not for Cout/groups <= 64 (half-empty 128-row tiles: grouped_g8 0.43
 // vs 0.36). (B, C, L) x too where the kernel's launcher finds that copying x to
-// channels-last memory first pays (Cout/groups * K / stride >= 384; CONVKIT_DENSE_TMA_COPY=0 / 1: never / always).
+// channels-last memory first pays (Cout/groups * K / stride >= 384; CONVKIT_DENSE_TMA_COPY=0 / 1: never / always);
+// there x rows of whole 16-byte units are read as they lie and transposed in shared memory instead of copied
+// ("conv1d_fwd_dense_tma_tx", session 37; CONVKIT_DENSE_TMA_TX=0 / 1: never / also where the copy does not pay).
 // CONVKIT_DENSE_TMA=0 (or CONVKIT_DENSE_WGMMA=0) switches it off (read once per process).
 bool dense_tma_forward(const Conv1dParams& p) {
   static const bool on = !env_equals("CONVKIT_DENSE_TMA", "0") && !env_equals("CONVKIT_DENSE_WGMMA", "0");
@@ -386,8 +388,10 @@ Choice choose_forward(const Conv1dParams& p) {
   }
   if (dense_tma_forward(p))
     return {&launch_conv1d_fwd_dense_tma,
-            p.x_stride_c == 1 ? "conv1d_fwd_dense_tma" : "x_to_channels_last + conv1d_fwd_dense_tma", false,
-            &conv1d_fwd_dense_tma_workspace_bytes};
+            p.x_stride_c == 1                     ? "conv1d_fwd_dense_tma"
+            : conv1d_fwd_dense_tma_transposes(p) ? "conv1d_fwd_dense_tma_tx"
+                                                  : "x_to_channels_last + conv1d_fwd_dense_tma",
+            false, &conv1d_fwd_dense_tma_workspace_bytes};
   const Choice dense = choose_dense_forward(p, "conv1d_fwd");
   if (dense.launch != nullptr) return dense;
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};

@@ -696,7 +696,7 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     # (the wide-reduction cases run the wgmma kernel on an sm_90a build: test_dense_wgmma_* below; shapes with
     # much work per x element the TMA kernel after a channels-last copy: test_dense_tma_* below)
     if tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
-        assert names["forward"] == TMA_COPY, names
+        assert names["forward"] == tma_bcl_forward(x), names
     else:
         assert names["forward"] in ("conv1d_fwd_dense_mma", "conv1d_fwd_dense_wgmma")
     gi = expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
@@ -745,6 +745,18 @@ def runs_sm90a_code():
 
 
 TMA_COPY = "x_to_channels_last + conv1d_fwd_dense_tma"
+TMA_TX = "conv1d_fwd_dense_tma_tx"
+
+
+def tma_bcl_forward(x):
+    """The TMA forward's name for a (B, C, L) x that tma_copy_expected sends to it (kernels/conv1d_fwd_dense_tma.cu,
+    transpose_x): x read as it lies and transposed in shared memory where a 4-D tensor map can describe it
+    (positions contiguous, channel and batch strides multiples of 8 elements, a 16-byte aligned start), else
+    copied to channels-last memory first. (Not modelled: a tile shape that fits beside the raw slots; the copy
+    otherwise.)"""
+    tx = (x.stride(2) == 1 and x.stride(1) % 8 == 0 and x.stride(0) % 8 == 0 and x.data_ptr() % 16 == 0
+          and x.stride(1) >= x.shape[2] and x.stride(0) >= x.shape[1] * x.stride(1) and x.stride(0) < 1 << 38)
+    return TMA_TX if tx else TMA_COPY
 
 
 def tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
@@ -850,7 +862,7 @@ def test_dense_wgmma_forward_and_grads_match_float64_torch(case, dtype, poison_o
     if "view" in name:
         assert names["forward"] == "conv1d_fwd_dense_tma", names
     elif tma_copy_expected(Cin, Cout, K, stride, groups, dtype):
-        assert names["forward"] == TMA_COPY, names
+        assert names["forward"] == tma_bcl_forward(x), names
     else:
         assert names["forward"] == "conv1d_fwd_dense_wgmma", names
     gi = expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
@@ -999,7 +1011,8 @@ def test_dense_tma_forward_only_where_it_applies(poison_outputs):
 # rows that are not 16-byte aligned (odd L), aligned rows (L % 8 == 0 with a ragged last tile), a channel-sliced
 # view (x_stride_c 2L with L odd), a position-strided view (x_stride_l 2: elements), Cin 80 (a ragged channel
 # tile), groups, 16-byte rows with a partial last chunk (L 1001 in rows of 1008), x one element past a 16-byte
-# boundary (every row shifted).
+# boundary (every row shifted). The two cases with rows of whole 16-byte units (aligned_rows, aligned_rows_tail) take
+# the transposing form instead by default (x read as it lies; the copy's aligned rows: COPY_VW8_SCRIPT).
 # (test_dense_tma_copy_in_slabs: several slabs.)
 TMA_COPY_CASES = [
     ("w2v_like_odd_rows", 2, 512, 512, 3, 1999, 2, 0, 1, 1, None),
@@ -1030,7 +1043,9 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
         x = torch.randn(B, Cin, (L + 7) // 8 * 8, device="cuda").to(dtype)[:, :, :L]
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    assert names["forward"] == TMA_COPY, names
+    # (rows of whole 16-byte units are read as they lie, the transposing form: aligned_rows, aligned_rows_tail)
+    assert names["forward"] == tma_bcl_forward(x), names
+    assert (names["forward"] == TMA_TX) == (name in ("aligned_rows", "aligned_rows_tail")), names
     gi_tma = tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
     assert gi_tma == (name in ("w2v_like_odd_rows", "aligned_rows", "channel_slice", "position_stride", "grouped",
                                "aligned_rows_tail", "x_one_element_off"))  # the rule, spelled out once
@@ -1446,17 +1461,18 @@ def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
 @pytest.mark.large
 @pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1)], ids=["odd_rows_one_batch_slabs", "over_2e31"])
 def test_dense_tma_copy_in_slabs(shape, poison_outputs):
-    """x over the launcher's 1 GiB copy slab, copied and convolved a slab at a time, each slab's y at its own
-    offset: 3 batches of 614 MB with odd rows (one batch per slab); 11 batches of 410 MB with 16-byte aligned
-    rows (slabs of 2, 2, 2, 2, 2, 1 batches), x and y of 2.25e9 elements (offsets past 2^31). Every
-    element written (poisoned outputs), windows at the start, middle and end of each batch against float64."""
+    """x over the launcher's 1 GiB copy slab: 3 batches of 614 MB with odd rows, copied and convolved a slab at a
+    time (one batch per slab), each slab's y at its own offset; 11 batches of 410 MB with 16-byte aligned rows, x
+    and y of 2.25e9 elements (offsets past 2^31), read as they lie by the transposing form in one launch (with
+    CONVKIT_DENSE_TMA_TX=0: slabs of 2, 2, 2, 2, 2, 1 batches). Every element written (poisoned outputs), windows
+    at the start, middle and end of each batch against float64."""
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
     (B, L, S), Cin, Cout, K, n = shape, 512, 512, 3, 300
     dt = torch.bfloat16
     x = torch.randn(B, Cin, L, device="cuda", dtype=dt)
     w = (torch.randn(Cout, Cin, K, device="cuda") / (Cin * K) ** 0.5).to(dt)
-    assert convkit.explain(x, w, None, stride=S)["forward"] == TMA_COPY
+    assert convkit.explain(x, w, None, stride=S)["forward"] == (TMA_COPY if L % 8 else TMA_TX)
     y = convkit.conv1d(x, w, None, stride=S)
     assert torch.isfinite(y).all()
     lout = y.shape[2]
@@ -1499,8 +1515,8 @@ def test_dense_tma_copy_switch(mode):
 
 # CONVKIT_COPY_VW8: launch_copy's two tile shapes for rows of x_stride_l 1 with C % 64 == 0 (64 channels stored as
 # 128-byte lines by default, 32 channels as 64-byte pieces with =0), each on odd rows, aligned rows, a channel-sliced
-# view and an x one element off a 16-byte boundary, forward (x copied) and gradients (dy copied for the one-pass
-# grad-input) against float64.
+# view and an x one element off a 16-byte boundary, forward (x copied; CONVKIT_DENSE_TMA_TX=0, else aligned rows
+# take the transposing form) and gradients (dy copied for the one-pass grad-input) against float64.
 COPY_VW8_SCRIPT = r"""
 import os, sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1535,7 +1551,77 @@ print("copy vw8", os.environ["CONVKIT_COPY_VW8"], "cases passed")
 def test_dense_tma_copy_tile_shapes(mode):
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
-    run_child_script(COPY_VW8_SCRIPT, "copy vw8 " + mode + " cases passed", CONVKIT_COPY_VW8=mode)
+    run_child_script(COPY_VW8_SCRIPT, "copy vw8 " + mode + " cases passed", CONVKIT_COPY_VW8=mode,
+                     CONVKIT_DENSE_TMA_TX="0")  # (aligned rows: the copy, not the transposing form)
+
+
+# CONVKIT_DENSE_TMA_TX=1 (read once per process): a (B, C, L) x whose rows the 4-D tensor map can describe (16-byte
+# aligned start, channel and batch strides multiples of 8 elements) goes to the TMA forward read as it lies and
+# transposed in shared memory (conv1d_fwd_dense_tma_tx) instead of the copy or the register-staged kernels (by
+# default only instead of the copy, so most of these small shapes would take the register-staged kernels). Paddings
+# and dilations that are not multiples of 8 start the boxes before the window (rounded down to 16 bytes). Cases:
+# strides 1-4 (phase-split images), dilations, padding, the per-tap segments of a large dilation at stride 1, K 1-16,
+# both row widths (Cin/groups % 32 == 0 or only % 16), groups, partial and two-block m tiles, odd lengths through
+# views of longer rows, a batch-strided view, a channel slice; an x one element off alignment keeps the copy.
+# Forward with bias and GELU, poisoned outputs, then the gradients (the grad-input's phases may run the forward).
+TMA_TX_SCRIPT = r"""
+import sys, torch, convkit
+from convkit.functional import resolve_padding
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+cases = [  # name, B, Cin, Cout, K, L, row, S, P, D, G
+    ("kb76", 2, 64, 128, 3, 3000, 3000, 3, 0, 4, 1),
+    ("kb67", 2, 64, 128, 3, 1024, 1024, 1, 0, 1, 1),
+    ("odd_rows", 3, 64, 128, 3, 1001, 1008, 1, 1, 1, 1),
+    ("stride2_odd", 2, 128, 256, 3, 2001, 2008, 2, 1, 1, 1),
+    ("stride4_k4", 1, 32, 96, 4, 777, 784, 4, 3, 1, 1),
+    ("rows32_k5", 2, 48, 128, 5, 999, 1000, 1, 2, 2, 1),
+    ("segments", 2, 64, 128, 2, 1500, 1504, 1, 0, 300, 1),
+    ("k1", 2, 64, 128, 1, 600, 600, 1, 0, 1, 1),
+    ("k9_d2", 1, 64, 80, 9, 700, 704, 1, 8, 2, 1),
+    ("grouped", 2, 128, 256, 3, 640, 640, 1, 1, 1, 2),
+    ("groups_cin16", 2, 64, 512, 3, 500, 504, 2, 1, 3, 4),
+    ("batch_view", 2, 64, 128, 3, 800, 800, 1, 1, 1, 1),
+    ("channel_slice", 2, 64, 128, 3, 512, 512, 1, 1, 1, 1),
+    ("tail", 1, 64, 128, 3, 20, 24, 3, 9, 1, 1),
+]
+for dtype in (torch.bfloat16, torch.float16):
+    for name, B, Cin, Cout, K, L, row, S, P, D, G in cases:
+        pl, pr = resolve_padding(P, K, S, D)
+        x = torch.randn(B, Cin, row, device="cuda").to(dtype)[:, :, :L]
+        if name == "batch_view":
+            x = torch.randn(2 * B, Cin, L, device="cuda").to(dtype)[::2]
+        elif name == "channel_slice":
+            x = torch.randn(B, 2 * Cin, L, device="cuda").to(dtype)[:, Cin:]
+        x.requires_grad_()
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype).requires_grad_()
+        b = torch.randn(Cout, device="cuda").to(dtype).requires_grad_()
+        names = convkit.explain(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+        assert names["forward"] == "conv1d_fwd_dense_tma_tx", (name, names)
+        y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        y_ref, dx_ref, dw_ref, db_ref = reference(x, w, b, dy, S, pl, pr, D, G, "gelu")[:4]
+        what = f"{dtype} {name}"
+        assert_close(y, y_ref, dtype, "forward " + what)
+        assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+        assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
+x = torch.randn(2 * 64 * 1024 + 1, device="cuda").to(torch.bfloat16)[1:].view(2, 64, 1024)
+w = torch.randn(512, 64, 3, device="cuda").to(torch.bfloat16)
+assert convkit.explain(x, w, None)["forward"] == "x_to_channels_last + conv1d_fwd_dense_tma"
+print("tma tx cases passed")
+"""
+
+
+@pytest.mark.parametrize("skew", ["0", "1"])
+def test_dense_tma_forward_transposing_form(skew):
+    """skew 1 (the default): strided windows get a few more rows per phase than a multiple of 8 (fewer bank
+    conflicts in the transposers' stores; partial 8-position blocks, whose extra rows go to the scratch rows)."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    run_child_script(TMA_TX_SCRIPT, "tma tx cases passed", CONVKIT_DENSE_TMA_TX="1", CONVKIT_POISON_OUTPUTS="1",
+                     CONVKIT_TMA_TX_WQ_SKEW=skew)
 
 
 # CONVKIT_DENSE_TMA=0: the WGMMA_CASES that the TMA forward takes by default (channels-last x, or (B, C, L) x

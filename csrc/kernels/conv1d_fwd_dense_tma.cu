@@ -22,7 +22,13 @@
 // on an H100 (CONVKIT_TMA_CLUSTER): slower (copies only, w2v_k3s2 1.30 -> 1.42 ms) and wrong results, so that
 // experiment is removed; details in benchmarks/NOTES.md.
 // A (B, C, L) x is first copied into channels-last memory by the launcher (x_to_channels_last_kernel, session 17)
-// where the work per x element is high enough for that to pay (copy_pays below).
+// where the work per x element is high enough for that to pay (copy_pays below), unless the transposing form takes
+// it (session 37, the default where its 4-D tensor map can describe x: rows of whole 16-byte units): x read as it
+// lies, box by box, and transposed into the same x image in shared memory by three more warps (transpose_stages).
+// H100, bf16, CUDA graphs, same process (copy -> TX): kb76 fwd 5.85 -> 4.75 ms, kb67 1.64 -> 1.25, tcn 0.451 ->
+// 0.400, wavenet 0.435 -> 0.380; fwd+bwd kb76 15.54 -> 14.52, kb67 4.87 -> 4.45. (The channels-last form runs kb76
+// in 3.66 ms: the transposers, not the copies, may now bound it.) A tiled TMA load must start at a whole 16-byte
+// unit (an illegal instruction otherwise, ci/tma_unaligned_probe.cu), so boxes start rounded down.
 //
 // Why: the wgmma forward in kernels/conv1d_fwd_dense_wgmma.cu stages its operands with the threads (16-byte
 // cp.async per weight row piece, x rows loaded into registers, realigned and transposed by byte_perm): on the
@@ -154,6 +160,17 @@ using namespace tma;
 constexpr int kThreads = 256;  // two warpgroups (the consumers)
 constexpr int kMaxSteps = 32;  // k16 steps per stage: K <= 16 taps x 32 channels
 constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
+// The transposing form (TX, x in (B, C, L) memory, no copy): warps 0-7 the consumers, warp 8 the producer, warps
+// 9-11 the transposers (see transpose_stages).
+// Built only with the default forms of the experiments above (swizzled rows, producer warp, shared tiles).
+constexpr bool kTxForm = CONVKIT_TMA_SW32 && CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC;
+constexpr int kTxWarps = 3;
+constexpr int kTxThreads = 32 * kTxWarps;
+constexpr int kTxBlockThreads = kThreads + 32 + kTxThreads;
+constexpr int kMaxRaw = 2;         // raw x slots (the (B, C, L) windows as TMA lands them)
+constexpr int kTxDummyBytes = kTxWarps * 512;  // where a transposer lane stores a row past the window
+constexpr int kTxMaxItems = 32;  // transposer items per warp and stage at most (their addresses stay in registers)
+constexpr int kTxMaxBox = 248;     // positions per raw box at most (8 * 31: a row pitch of an odd number of 16 bytes)
 constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
 constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
 // Bytes of one x row in shared memory (a TMA box row: one position): the kernel's XR, the plan's xr. 16: the
@@ -170,6 +187,15 @@ struct TmaPlan {
   int cgs;                     // rows per channel group: nseg * nph * wq
   int a_bytes, x_bytes, stage_bytes, c_pitch, c_off, bar_off, smem_bytes;
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
+  // The transposing form (tx 1: x in (B, C, L) memory read as it lies): a stage's window lands by TMA as raw rows
+  // [segment][piece][channel][boxl positions] (a raw slot; nraw slots), and the transposer warps write the stage's
+  // x image from it. seg_span: window positions per segment (S * wq, or wq for the per-tap segments at stride 1).
+  // A tiled TMA load must start at a whole 16-byte unit (8 positions; ci/tma_unaligned_probe.cu), so segment seg's
+  // boxes start lead positions early, rounded down: its window starts at raw position sh(seg) = (sh0 + seg * dsh) % 8
+  // (sh0 = -P mod 8, dsh = D mod 8, the same in every stage since tiles start at multiples of 8 positions); span_max
+  // = seg_span + the largest sh(seg): the raw positions a segment's items cover.
+  int tx, nraw, seg_span, rpc, boxl, raw_bytes, raw_tx, raw_off, dummy_off;
+  int sh0, dsh, span_max;
 };
 
 // This thread's earlier cp.async copies arrive on bar when they complete (without raising its expected count:
@@ -267,8 +293,91 @@ __device__ __forceinline__ int tap_row(const TmaPlan& q, int k) {
   return (o % q.s) * q.wq + o / q.s;
 }
 
-template <typename T, int MW, int NB, int XR>
-__global__ void __launch_bounds__(kBlockThreads, 1)
+// Four 8 x 8 matrices of 16-bit elements (registers as ldmatrix gives them) stored transposed: lane l gives the
+// 16-byte destination of row l % 8 of matrix l / 8, which receives column l % 8 of that matrix. sm_90.
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#ifdef CONVKIT_WGMMA_DEVICE
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+
+// The transposer warps of the TX form (warp tw of kTxWarps), for every stage of the block: wait until the stage's raw
+// window has landed (raw "full" barrier) and the consumers have released the stage's slot ("empty"), then write the
+// slot's x image exactly as the TMA loads of the channels-last form would have: image row (cs * cgs + (seg * nph +
+// ph) * wq + r) holds the XR / 2 channels of channel set cs at window position t = ph + r * S of segment seg (x
+// position start + seg * D + t), its 16-byte chunks swizzled as the 32 / 64-byte TMA swizzle does it (chunk c of a row
+// at address A goes to A + 16 (c ^ ((A >> 7) & (XR / 16 - 1))): the pattern follows the absolute address). One item
+// is an ldmatrix.x4 of raw rows (matrix m: 8 channels x 8 positions) and a transposing stmatrix.x4 that puts each
+// position's 8 channels into its image row; raw positions outside the window (the lead of a box rounded down to a
+// 16-byte unit, the tail past it) go to a scratch row. Then every thread fences
+// its writes for the async proxy (wgmma) and arrives on the stage's "full" barrier and the raw slot's "empty" one.
+// Every stage has the same items and every slot's image starts on a 1024-byte boundary (as the swizzle patterns
+// repeat), so a lane's two addresses of item j (warp items tw, tw + kTxWarps, ...: at most kTxMaxItems, tx_items)
+// are computed once, as offsets from the raw slot and the image.
+template <int XR>
+__device__ __forceinline__ void transpose_stages(const TmaPlan& q, int64_t total, uint32_t base, uint32_t bar0,
+                                                 uint32_t raw_bar, int tw, int lane) {
+  constexpr int kCh = XR / 16;    // 16-byte chunks per image row
+  constexpr int kUpm = 4 / kCh;   // 8-position blocks per item
+  constexpr int kSetCh = XR / 2;  // channels per image row (a channel set)
+  const int m = lane >> 3, i8 = lane & 7;
+  const int chunk = m % kCh, uoff = m / kCh;
+  const int nblk = (q.span_max + 7) / 8;  // raw 8-position blocks per segment
+  const int per_seg = (nblk + kUpm - 1) / kUpm;
+  const int items = (q.cc / kSetCh) * q.nseg * per_seg;
+  const int mine = items > tw ? (items - 1 - tw) / kTxWarps + 1 : 0;
+  const uint32_t dummy = base + q.dummy_off + tw * 512 + lane * 16;
+  const int S = q.s;
+  uint32_t src[kTxMaxItems], dst[kTxMaxItems];  // offsets from the raw slot / the image (~0u: the scratch row)
+#pragma unroll
+  for (int j = 0; j < kTxMaxItems; ++j) {
+    const int it = tw + j * kTxWarps;
+    src[j] = 0;
+    dst[j] = ~0u;
+    if (j >= mine) continue;
+    const int ub = it % per_seg, rest = it / per_seg;
+    const int seg = rest % q.nseg, cs = rest / q.nseg;
+    const int blk = ub * kUpm + uoff;
+    const int t0 = 8 * (blk < nblk ? blk : nblk - 1);  // (a block past the window: read any, stored to scratch)
+    const int pc = t0 / q.boxl;
+    const int ch = cs * kSetCh + chunk * 8 + i8;
+    src[j] = static_cast<uint32_t>((((seg * q.rpc + pc) * q.cc + ch) * q.boxl + t0 - pc * q.boxl) * 2);
+    const int t = 8 * blk + i8 - (q.sh0 + seg * q.dsh) % 8;  // the window position of raw position 8 blk + i8
+    if (t >= 0 && t < q.seg_span) {
+      const int ph = t % S, rr = t / S;
+      const uint32_t a = static_cast<uint32_t>((cs * q.cgs + (seg * q.nph + ph) * q.wq + rr) * XR);
+      dst[j] = a + 16u * (chunk ^ ((a >> 7) & (kCh - 1)));
+    }
+  }
+  for (int64_t i = 0; i < total; ++i) {
+    const int slot = static_cast<int>(i % q.ns), r = static_cast<int>(i % q.nraw);
+    tma::mbar_wait(raw_bar + 8u * r, static_cast<uint32_t>((i / q.nraw) & 1));
+    if (i >= q.ns) tma::mbar_wait(bar0 + 8u * (tma::kMaxSlots + slot), static_cast<uint32_t>((i / q.ns - 1) & 1));
+    const uint32_t x_dst = base + slot * q.stage_bytes + q.a_bytes;
+    const uint32_t raw = base + q.raw_off + r * q.raw_bytes;
+#pragma unroll
+    for (int j = 0; j < kTxMaxItems; ++j) {
+      if (j >= mine) break;
+      uint32_t r0, r1, r2, r3;
+      tc::ldsm_x4(raw + src[j], r0, r1, r2, r3);
+      stsm_x4_trans(dst[j] == ~0u ? dummy : x_dst + dst[j], r0, r1, r2, r3);
+    }
+    wg::fence_proxy_async();
+    tma::mbar_arrive(raw_bar + 8u * (kMaxRaw + r));
+    tma::mbar_arrive(bar0 + 8u * slot);
+  }
+}
+
+// Items (ldmatrix + stmatrix pairs) of a TX plan's stage: tx_items(q) <= kTxWarps * kTxMaxItems (try_shapes).
+inline int tx_items(const TmaPlan& q) {
+  const int kch = q.xr / 16, upm = 4 / kch;
+  return (q.cc / (q.xr / 2)) * q.nseg * static_cast<int>(ceil_div(ceil_div(q.span_max, 8), upm));
+}
+
+template <typename T, int MW, int NB, int XR, bool TX>
+__global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
     conv1d_fwd_dense_tma_kernel(const __grid_constant__ CUtensorMap xmap, const Conv1dParams p, const TmaPlan q,
                                 const unsigned short* __restrict__ wpack) {
 #ifndef CONVKIT_WGMMA_DEVICE
@@ -328,6 +437,26 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
           }
   };
 
+  // TX: stage sidx's weights into its slot (the slot's "full" barrier expects only their bytes; the transposers'
+  // arrivals complete it), then, once the transposers have released raw slot sidx % nraw, its raw window: one box of
+  // boxl positions x cc channels per (segment, piece), zeros outside x (padding, tails, channels past Cin/groups).
+  const uint32_t raw_bar = base + q.bar_off + 16 * kMaxSlots + 16 + 8 * kMaxSteps;
+  auto issue_raw = [&](int64_t sidx) {
+    const Stage st = stage_of(q, p.groups, sidx, base, bar0);
+    issue_weights(q, st, wpack, 0u);
+    const int r = static_cast<int>(sidx % q.nraw);
+    if (sidx >= q.nraw) mbar_wait(raw_bar + 8u * (kMaxRaw + r), static_cast<uint32_t>((sidx / q.nraw - 1) & 1));
+    const uint32_t rb = raw_bar + 8u * r, rdst = base + q.raw_off + r * q.raw_bytes;
+    mbar_arrive_expect_tx(rb, static_cast<uint32_t>(q.raw_tx));
+    const int64_t start0 = st.jt * q.bn * S - P;
+    for (int seg = 0; seg < q.nseg; ++seg) {
+      const int64_t at = (start0 + seg * D) & ~int64_t{7};  // rounded down to a 16-byte unit (floor, also below 0)
+      for (int pc = 0; pc < q.rpc; ++pc)
+        load_4d(rdst + (seg * q.rpc + pc) * q.cc * q.boxl * 2, &xmap, static_cast<int>(at + pc * q.boxl),
+                st.chunk * q.cc, static_cast<int>(st.g), static_cast<int>(st.b), rb);
+    }
+  };
+
   // CONVKIT_TMA_X_CPASYNC: stage sidx's x window by every thread. Unit u = (row, channel group), channel group
   // fastest; row = (segment * nph + phase) * wq + r holds position start + segment * D + phase + r * S.
   const unsigned short* const xr = static_cast<const unsigned short*>(p.x);
@@ -375,11 +504,28 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       mbar_init(order0, 1);
       mbar_init(order0 + 8, 1);
     }
+    if (TX)  // raw "full": the producer's expect_tx; raw "empty": every transposer thread
+      for (int r = 0; r < q.nraw; ++r) {
+        mbar_init(raw_bar + 8u * r, 1);
+        mbar_init(raw_bar + 8u * (kMaxRaw + r), kTxThreads);
+      }
     // "empty": one arrival per consumer warpgroup (ping-pong: per stage's warpgroup)
-    init_ring(bar0, q.ns, CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots, CONVKIT_TMA_PINGPONG ? 1 : 2);
+    init_ring(bar0, q.ns, TX ? 1 + kTxThreads : CONVKIT_TMA_X_CPASYNC ? 1 + kThreads : 1, kMaxSlots,
+              CONVKIT_TMA_PINGPONG ? 1 : 2);
   }
   __syncthreads();
-  if (CONVKIT_TMA_PRODUCER_WARP) {
+  if (TX) {
+    static_assert(!TX || (CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC && XR > 16),
+                  "the transposing form: producer warp, shared tiles, swizzled rows");
+    if (warp == 8) {
+      if (lane == 0) produce_stages(total, q.ns, bar0, kMaxSlots, issue_raw);
+      return;
+    }
+    if (warp > 8) {
+      transpose_stages<XR>(q, total, base, bar0, raw_bar, warp - 9, lane);
+      return;
+    }
+  } else if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
       if (lane == 0) produce_stages(kExpNoFeed ? (total < q.ns ? total : q.ns) : total, q.ns, bar0, kMaxSlots, issue);
       return;
@@ -712,13 +858,47 @@ bool shape_override(int& mw, int& nb, int& cc) {
   return true;
 }
 
-// The x window for q.bn outputs: fills nseg, nph, wq, piece_rows, npieces, cgs.
-void plan_window(TmaPlan& q) {
+// The transposers' stmatrix of 8 consecutive window positions writes 8 image rows, spread over the S phases. With wq
+// a multiple of 8 rows, rows of different phases fall in the same banks (kb76, S 3: 3 ways); a few rows more per
+// phase (the delta in 0..7 with the fewest such conflicts, e.g. wq = 8n + 3 at S 3) spreads them. The rows of the
+// window (wq >= wq_min) for stride s and xr-byte rows. CONVKIT_TMA_TX_WQ_SKEW=0: multiples of the swizzle pattern.
+bool tx_wq_skew() {
+  static const bool on = !env_equals("CONVKIT_TMA_TX_WQ_SKEW", "0");
+  return on;
+}
+int64_t tx_skewed_rows(int64_t wq_min, int s, int xr) {
+  const int64_t base = ceil_div(wq_min, 8) * 8;
+  const int kch = xr / 16;
+  int64_t best = base;
+  int best_cost = 1 << 30;
+  for (int delta = 0; delta < 8; ++delta) {
+    const int64_t wq = base + delta;
+    int cost = 0;  // wavefronts of the 8-row stores of the first 8 * s positions' blocks, every chunk
+    for (int blk = 0; blk < 2 * s; ++blk)
+      for (int c = 0; c < kch; ++c) {
+        int per_unit[8] = {0, 0, 0, 0, 0, 0, 0, 0}, worst = 0;
+        for (int i = 0; i < 8; ++i) {
+          const int64_t t = 8 * blk + i, row = (t % s) * wq + t / s, a = row * xr;
+          const int unit = static_cast<int>(((a + 16 * (c ^ ((a >> 7) & (kch - 1)))) / 16) % 8);
+          worst = std::max(worst, ++per_unit[unit]);
+        }
+        cost += worst;
+      }
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = wq;
+    }
+  }
+  return best;
+}
+
+// The x window for q.bn outputs: fills nseg, nph, wq, piece_rows, npieces, cgs (TX: also the raw boxes; pad: P).
+void plan_window(TmaPlan& q, int64_t pad) {
   const int64_t wq_contig = static_cast<int64_t>(q.k - 1) * q.d / q.s + q.bn;  // rows per phase, one window
   const int64_t rows_contig = q.s * wq_contig;
   const int64_t rows_seg = static_cast<int64_t>(q.k) * q.bn;  // one window of phase 0 per tap
   int64_t wq_min;
-  if (q.k > 1 && rows_seg < rows_contig) {
+  if (q.k > 1 && rows_seg < rows_contig && !(q.tx && q.s > 1)) {  // (TX: per-tap segments at stride 1 only)
     q.nseg = q.k;
     q.nph = 1;
     wq_min = q.bn;
@@ -737,8 +917,24 @@ void plan_window(TmaPlan& q) {
   const int max_rows = (256 / q.s) & ~(ra - 1);
   q.npieces = static_cast<int>(ceil_div(wq_min, max_rows));
   q.piece_rows = static_cast<int>(ceil_div(ceil_div(wq_min, q.npieces), ra) * ra);
+  if (q.tx) {  // the image is written by the transposers: no box limit on its rows
+    q.npieces = 1;
+    q.piece_rows = static_cast<int>(ceil_div(wq_min, ra) * ra);
+    if (q.nph > 1 && tx_wq_skew()) q.piece_rows = static_cast<int>(tx_skewed_rows(wq_min, q.s, q.xr));
+  }
   q.wq = q.npieces * q.piece_rows;
   q.cgs = q.nseg * q.nph * q.wq;
+  if (q.tx) {  // raw rows: seg_span positions in rpc boxes of boxl, boxl 8 x an odd number (conflict-free ldmatrix)
+    q.seg_span = q.nseg > 1 ? q.wq : q.s * q.wq;
+    q.sh0 = static_cast<int>(((-pad) % 8 + 8) % 8);
+    q.dsh = static_cast<int>(q.d % 8);
+    int lead = 0;
+    for (int seg = 0; seg < q.nseg; ++seg) lead = std::max(lead, (q.sh0 + seg * q.dsh) % 8);
+    q.span_max = q.seg_span + lead;
+    q.rpc = static_cast<int>(ceil_div(q.span_max, kTxMaxBox));
+    q.boxl = static_cast<int>(ceil_div(ceil_div(q.span_max, q.rpc), 8) * 8);
+    if ((q.boxl / 8) % 2 == 0) q.boxl += 8;
+  }
 }
 
 // x that is not channels-last (x_stride_c != 1: (B, C, L) memory) is first copied into channels-last memory
@@ -789,7 +985,7 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
     q.cc = cc;
     q.bm = (CONVKIT_TMA_PINGPONG ? 64 : 128) * q.mw;
     q.bn = 128 * q.nb;
-    plan_window(q);
+    plan_window(q, p.pad_left);
     q.a_bytes = q.k * q.cc * q.bm * 2;
     q.x_bytes = (q.cc / 8) * q.cgs * 16;
     q.stage_bytes = static_cast<int>(wg::round_up(q.a_bytes + q.x_bytes, q.xr > 16 ? 1024 : 128));
@@ -799,14 +995,23 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
                                                       : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
+    if (q.tx && tx_items(q) > kTxWarps * kTxMaxItems) continue;
+    // TX: nraw raw slots, the transposers' scratch rows, the raw slots' barriers
+    q.nraw = q.tx ? kMaxRaw : 0;
+    q.raw_tx = q.tx ? q.nseg * q.rpc * q.cc * q.boxl * 2 : 0;
+    q.raw_bytes = static_cast<int>(wg::round_up(q.raw_tx, 128));
+    const int tx_bytes = q.tx ? q.nraw * q.raw_bytes + kTxDummyBytes + 16 * kMaxRaw : 0;
     // alignment slack, ring and order barriers, step table, C tile
-    const int avail = limit - 1024 - 16 * kMaxSlots - 16 - 8 * kMaxSteps - c_bytes;
+    const int avail = limit - 1024 - 16 * kMaxSlots - 16 - 8 * kMaxSteps - c_bytes - tx_bytes;
     q.ns = std::min(kMaxSlots, std::max(0, avail) / q.stage_bytes);
     if (q.ns > 6) q.ns = 6;
     if (q.ns < 3) continue;
     q.c_off = q.ns * q.stage_bytes;
-    q.bar_off = q.c_off + c_bytes;
-    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 16 + 8 * kMaxSteps + 1024;  // barriers, the step table
+    q.raw_off = q.c_off + c_bytes;  // (128-byte aligned: TMA destinations)
+    q.dummy_off = q.raw_off + q.nraw * q.raw_bytes;
+    q.bar_off = q.dummy_off + (q.tx ? kTxDummyBytes : 0);
+    // barriers, the step table (TX: the raw slots' barriers after it)
+    q.smem_bytes = q.bar_off + 16 * kMaxSlots + 16 + 8 * kMaxSteps + (q.tx ? 16 * kMaxRaw : 0) + 1024;
     q.chunks = ceil_div(q.cin_g, q.cc);
     q.m_tiles = ceil_div(q.cout_g, q.bm);
     q.j_tiles = ceil_div(p.out_length, q.bn);
@@ -816,24 +1021,61 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
   return false;
 }
 
+// The transposing form's tensor map: x in (B, C, L) memory as a 4-D map (position, channel in the group, group,
+// batch): positions contiguous, channel and batch strides whole 16-byte units in increasing order, a 16-byte aligned
+// start.
+bool tx_map_ok(const Conv1dParams& p) {
+  return kTxForm && p.x_stride_l == 1 && p.x_stride_c % 8 == 0 && p.x_stride_b % 8 == 0 &&
+         p.x_stride_c >= p.in_length && p.x_stride_b >= p.in_channels * p.x_stride_c &&
+         p.x_stride_b < (int64_t{1} << 38) && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+}
+
+// Whether a (B, C, L) x takes the transposing form (x read as it lies, transposed in shared memory) instead of the
+// copy: by default where the copy would run (copy_pays) and the map can describe x. CONVKIT_DENSE_TMA_TX=0: never
+// (the copy); =1: every x whose map it can make, also shapes the copy does not pay on (read once per process).
+bool transpose_x(const Conv1dParams& p) {
+  static const int mode = env_equals("CONVKIT_DENSE_TMA_TX", "0") ? 0 : env_equals("CONVKIT_DENSE_TMA_TX", "1") ? 1 : 2;
+  if (mode == 0 || !tx_map_ok(p)) return false;
+  return mode == 1 || copy_pays(p);
+}
+
+bool plan_shapes(const Conv1dParams& p, TmaPlan& q, bool tx);
+
 bool make_plan(const Conv1dParams& p, TmaPlan& q) {
+  q.tx = 0;
 #ifndef CONVKIT_SM90A
   (void)p;
-  (void)q;
   return false;
 #else
   if (!sm90a_16bit_whole_groups(p) || p.w_dtype != p.dtype) return false;
   if (p.in_length < 1 || p.out_length < 1 || p.batch < 1) return false;  // empty x: no tensor map, no slabs
-  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int64_t cin_g = p.in_channels / p.groups;
   if (cin_g < 16 || cin_g % (kXRowMin / 2) != 0) return false;
-  if (!channels_last_x(p)) {  // planned as the channels-last copy the launcher makes (any 16-byte aligned address)
-    if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 32) return false;
-    return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
-  }
+  if (channels_last_x(p)) return plan_shapes(p, q, false);
+  // (B, C, L) x: read as it lies where wanted and a tile shape fits beside the raw slots, else planned as the
+  // channels-last copy the launcher makes (any 16-byte aligned address)
+  if (transpose_x(p) && plan_shapes(p, q, true)) return true;
+  if (!copy_pays(p) || p.in_length * p.in_channels * 2 > kCopySlabBytes || p.in_channels > 65535 * 32) return false;
+  return make_plan(channels_last_view(p, reinterpret_cast<void*>(uintptr_t{256}), p.batch), q);
+#endif
+}
+
+// The rest of the plan for x channels-last (tx false) or read as it lies (tx).
+bool plan_shapes(const Conv1dParams& p, TmaPlan& q, bool tx) {
+#ifndef CONVKIT_SM90A
+  (void)p;
+  (void)q;
+  (void)tx;
+  return false;
+#else
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
   if (p.kernel_size < 1 || p.kernel_size > 16 || p.stride < 1 || p.stride > 8) return false;
   if (p.dilation < 1 || p.dilation > (1 << 16) || p.pad_left < 0) return false;
-  // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits.
-  if (!channels_last_map_ok(p.x, p.x_stride_b, p.x_stride_l, p.x_stride_c, p.in_channels, p.in_length)) return false;
+  // The tensor map: channels-last x, 16-byte aligned, strides in increasing order, coordinates in 32 bits (TX: the
+  // (B, C, L) map above).
+  if (!tx && !channels_last_map_ok(p.x, p.x_stride_b, p.x_stride_l, p.x_stride_c, p.in_channels, p.in_length))
+    return false;
+  q.tx = tx ? 1 : 0;
   if (p.in_length + p.pad_left + 256 * 8 >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 31)) return false;
   if (p.out_length + 256 >= (int64_t{1} << 31) / p.stride) return false;
   if (encode_tiled() == nullptr) return false;
@@ -870,19 +1112,40 @@ bool make_plan(const Conv1dParams& p, TmaPlan& q) {
 }
 
 bool make_map(const Conv1dParams& p, const TmaPlan& q, CUtensorMap& map) {
+  if (q.tx) {  // (position, channel in the group, group, batch); box boxl x cc x 1 x 1, no swizzle
+    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.in_length), static_cast<cuuint64_t>(q.cin_g),
+                                static_cast<cuuint64_t>(p.groups), static_cast<cuuint64_t>(p.batch)};
+    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(p.x_stride_c * 2),
+                                   static_cast<cuuint64_t>(q.cin_g * p.x_stride_c * 2),
+                                   static_cast<cuuint64_t>(p.x_stride_b * 2)};
+    const cuuint32_t box[4] = {static_cast<cuuint32_t>(q.boxl), static_cast<cuuint32_t>(q.cc), 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    return encode_tiled()(&map, p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                          4, const_cast<void*>(p.x), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  }
   return make_x_map(map, p.dtype == DType::kFloat16, p.x, q.xr, q.cin_g, p.groups, p.in_length, p.batch, p.x_stride_l,
                     p.x_stride_b, q.piece_rows * q.s, q.s);
 }
 
-template <typename T, int MW, int NB, int XR>
-cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
+template <typename T, int MW, int NB, int XR, bool TX>
+cudaError_t launch_form(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
                            cudaStream_t stream) {
-  auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR>;
+  auto kernel = conv1d_fwd_dense_tma_kernel<T, MW, NB, XR, TX>;
   cudaError_t err = allow_max_dynamic_smem(kernel);  // (q.smem_bytes <= the opt-in limit: try_shapes)
   if (err != cudaSuccess) return err;
   const unsigned grid = grid_for(q.num_tiles, p.num_sms, 1);  // persistent: one block per SM
-  kernel<<<grid, kBlockThreads, q.smem_bytes, stream>>>(map, p, q, static_cast<const unsigned short*>(wpack));
+  kernel<<<grid, TX ? kTxBlockThreads : kBlockThreads, q.smem_bytes, stream>>>(map, p, q,
+                                                                              static_cast<const unsigned short*>(wpack));
   return cudaGetLastError();
+}
+template <typename T, int MW, int NB, int XR>
+cudaError_t launch_variant(const CUtensorMap& map, const Conv1dParams& p, const TmaPlan& q, const void* wpack,
+                           cudaStream_t stream) {
+  if (kTxForm && q.tx) return launch_form<T, MW, NB, XR, kTxForm>(map, p, q, wpack, stream);
+  return launch_form<T, MW, NB, XR, false>(map, p, q, wpack, stream);
 }
 
 template <typename T, int XR>
@@ -902,7 +1165,7 @@ cudaError_t launch_typed(const CUtensorMap& map, const Conv1dParams& p, const Tm
 // The packed weights, then (x not channels-last) the copy slab from a 256-byte boundary.
 int64_t workspace_bytes_of(const Conv1dParams& p, const TmaPlan& q) {
   const int64_t w = packed_weight_bytes(p, q);
-  if (channels_last_x(p)) return w;
+  if (channels_last_x(p) || q.tx) return w;
   return wg::round_up(w, 256) + slab_batches(p) * p.in_length * p.in_channels * 2;
 }
 
@@ -911,6 +1174,11 @@ int64_t workspace_bytes_of(const Conv1dParams& p, const TmaPlan& q) {
 bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p) {
   TmaPlan q;
   return make_plan(p, q);
+}
+
+bool conv1d_fwd_dense_tma_transposes(const Conv1dParams& p) {
+  TmaPlan q;
+  return make_plan(p, q) && q.tx;
 }
 
 int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p) {
@@ -947,7 +1215,7 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
     if (v.dtype == DType::kFloat16) return launch_typed<__half>(map, v, qv, workspace, stream);
     return launch_typed<__nv_bfloat16>(map, v, qv, workspace, stream);
   };
-  if (channels_last_x(p)) return run(p, q);
+  if (channels_last_x(p) || q.tx) return run(p, q);
   unsigned short* const xbuf =
       static_cast<unsigned short*>(workspace) + wg::round_up(packed_weight_bytes(p, q), 256) / 2;
   const unsigned short* const x = static_cast<const unsigned short*>(p.x);
