@@ -137,7 +137,9 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
-// calls. Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy engine's feed rate.
+// calls, 8 (the transposing form) the transposers' ldmatrix / stmatrix (they only wait and arrive; bit 2 does not
+// apply to that form). Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy
+// engine's feed rate; for the transposing form (ci/tx_harness.cu, ci/tx_time.sh) 8 + 4 + 1 the raw loads alone.
 // 0 in every build of the package.
 #ifndef CONVKIT_TMA_EXPERIMENT
 #define CONVKIT_TMA_EXPERIMENT 0
@@ -145,6 +147,7 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 constexpr bool kExpNoEpilogue = (CONVKIT_TMA_EXPERIMENT & 1) != 0;
 constexpr bool kExpNoFeed = (CONVKIT_TMA_EXPERIMENT & 2) != 0;
 constexpr bool kExpNoWgmma = (CONVKIT_TMA_EXPERIMENT & 4) != 0;
+constexpr bool kExpNoTranspose = (CONVKIT_TMA_EXPERIMENT & 8) != 0;  // TX: the transposers only wait and arrive
 
 static_assert(!CONVKIT_TMA_PINGPONG || (CONVKIT_TMA_PRODUCER_WARP && CONVKIT_TMA_BANDED_EPILOGUE &&
                                         !CONVKIT_TMA_DIRECT_EPILOGUE),
@@ -164,7 +167,7 @@ constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 // 9-11 the transposers (see transpose_stages).
 // Built only with the default forms of the experiments above (swizzled rows, producer warp, shared tiles).
 constexpr bool kTxForm = CONVKIT_TMA_SW32 && CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC;
-constexpr int kTxWarps = 3;
+constexpr int kTxWarps = 3;  // (4: 416 threads, a 128-register cap, 1.4 KB of spills per consumer thread)
 constexpr int kTxThreads = 32 * kTxWarps;
 constexpr int kTxBlockThreads = kThreads + 32 + kTxThreads;
 constexpr int kMaxRaw = 2;         // raw x slots (the (B, C, L) windows as TMA lands them)
@@ -359,7 +362,7 @@ __device__ __forceinline__ void transpose_stages(const TmaPlan& q, int64_t total
     const uint32_t raw = base + q.raw_off + r * q.raw_bytes;
 #pragma unroll
     for (int j = 0; j < kTxMaxItems; ++j) {
-      if (j >= mine) break;
+      if (j >= mine || kExpNoTranspose) break;
       uint32_t r0, r1, r2, r3;
       tc::ldsm_x4(raw + src[j], r0, r1, r2, r3);
       stsm_x4_trans(dst[j] == ~0u ? dummy : x_dst + dst[j], r0, r1, r2, r3);
