@@ -166,13 +166,21 @@ constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 // The transposing form (TX, x in (B, C, L) memory, no copy): warps 0-7 the consumers, warp 8 the producer, warps
 // 9-11 the transposers (see transpose_stages).
 // Built only with the default forms of the experiments above (swizzled rows, producer warp, shared tiles).
+// CONVKIT_TMA_TX_WG4=1 (an experiment, session 37, compiled, not run): 512 threads, warps 9-15 the transposers,
+// registers moved by setmaxnreg (the consumers' warpgroups up to kTxConsumerRegs, the other two down to
+// kTxOtherRegs; a plain fourth transposer warp gives 416 threads, a 128-register cap and 1.4 KB of consumer spills).
+#ifndef CONVKIT_TMA_TX_WG4
+#define CONVKIT_TMA_TX_WG4 0
+#endif
 constexpr bool kTxForm = CONVKIT_TMA_SW32 && CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC;
-constexpr int kTxWarps = 3;  // (4: 416 threads, a 128-register cap, 1.4 KB of spills per consumer thread)
+constexpr int kTxWarps = CONVKIT_TMA_TX_WG4 ? 7 : 3;
 constexpr int kTxThreads = 32 * kTxWarps;
 constexpr int kTxBlockThreads = kThreads + 32 + kTxThreads;
+constexpr int kTxConsumerRegs = 168, kTxOtherRegs = 88;  // (2 x 128 x 168 + 2 x 128 x 88 = 65536)
 constexpr int kMaxRaw = 2;         // raw x slots (the (B, C, L) windows as TMA lands them)
 constexpr int kTxDummyBytes = kTxWarps * 512;  // where a transposer lane stores a row past the window
-constexpr int kTxMaxItems = 32;  // transposer items per warp and stage at most (their addresses stay in registers)
+constexpr int kTxMaxItems = (96 + kTxWarps - 1) / kTxWarps;  // transposer items per warp and stage at most (their
+                                                              // addresses stay in registers): 96 per stage in all
 constexpr int kTxMaxBox = 248;     // positions per raw box at most (8 * 31: a row pitch of an odd number of 16 bytes)
 constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
 constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
@@ -520,6 +528,7 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
   if (TX) {
     static_assert(!TX || (CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC && XR > 16),
                   "the transposing form: producer warp, shared tiles, swizzled rows");
+    if (CONVKIT_TMA_TX_WG4 && warp >= 8) wg::set_max_regs<false, kTxOtherRegs>();
     if (warp == 8) {
       if (lane == 0) produce_stages(total, q.ns, bar0, kMaxSlots, issue_raw);
       return;
@@ -528,6 +537,7 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
       transpose_stages<XR>(q, total, base, bar0, raw_bar, warp - 9, lane);
       return;
     }
+    if (CONVKIT_TMA_TX_WG4) wg::set_max_regs<true, kTxConsumerRegs>();
   } else if (CONVKIT_TMA_PRODUCER_WARP) {
     if (warp == 8) {  // the producer warp: lane 0 issues every stage once its slot is empty
       if (lane == 0) produce_stages(kExpNoFeed ? (total < q.ns ? total : q.ns) : total, q.ns, bar0, kMaxSlots, issue);

@@ -141,6 +141,14 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
+// Raises (kInc) or lowers this warpgroup's per-thread register limit to N (a multiple of 8 in 24..256); every warp of
+// the warpgroup executes it. sm_90a.
+template <bool kInc, int N> __device__ __forceinline__ void set_max_regs() {
+#ifdef CONVKIT_WGMMA_DEVICE
+  if (kInc) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
 // Keeps the compiler from moving accumulator accesses across the wgmma fences / waits.
 template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #pragma unroll
