@@ -480,7 +480,8 @@ Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>
 // The dense grad-input on the TMA forward, or {nullptr, ""}: dy copied once into channels-last memory (at most
 // kGradInputCopyBytes), then every phase with taps on conv1d_fwd_dense_tma, where the forward's own rule would
 // copy dy for each phase alone (dense_tma_forward on the phase with dy as it is, (B, C, L): Cout/groups * K' >=
-// 512, the kernel's conditions on the channels-last copy). One copy serves all S phases.
+// 384, the kernel's conditions on the channels-last copy or its transposing form; CONVKIT_DENSE_TMA_TX=1 widens
+// this to every phase that form takes). One copy serves all S phases.
 constexpr int64_t kGradInputCopyBytes = int64_t{1} << 30;
 const char* const kTmaGradInputName = "x_to_channels_last + conv1d_bwd_input_dense_tma";
 Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {

@@ -1485,8 +1485,8 @@ def test_dense_tma_copy_in_slabs(shape, poison_outputs):
     torch.cuda.empty_cache()
 
 
-# CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (Cout 128 K 2: below the rule);
-# =0: none (w2v-like keeps the wgmma kernel).
+# CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (Cout 128 K 2: below the rule; odd rows, which
+# the transposing form cannot read); =0: none (w2v-like keeps the wgmma kernel).
 TMA_COPY_SCRIPT = r"""
 import os, sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1559,7 +1559,9 @@ def test_dense_tma_copy_tile_shapes(mode):
 # aligned start, channel and batch strides multiples of 8 elements) goes to the TMA forward read as it lies and
 # transposed in shared memory (conv1d_fwd_dense_tma_tx) instead of the copy or the register-staged kernels (by
 # default only instead of the copy, so most of these small shapes would take the register-staged kernels). Paddings
-# and dilations that are not multiples of 8 start the boxes before the window (rounded down to 16 bytes). Cases:
+# and dilations that are not multiples of 8 start the boxes before the window (rounded down to 16 bytes). (=1 also
+# sends the grad-input's phases below the copy rule to the TMA forward on a copy of dy: correct, not the default.)
+# Cases:
 # strides 1-4 (phase-split images), dilations, padding, the per-tap segments of a large dilation at stride 1, K 1-16,
 # both row widths (Cin/groups % 32 == 0 or only % 16), groups, partial and two-block m tiles, odd lengths through
 # views of longer rows, a batch-strided view, a channel slice; an x one element off alignment keeps the copy.

@@ -1,7 +1,8 @@
 // Dense and grouped forward on wgmma with every operand brought in by the copy engine (TMA), sm_90a, fp16/bf16
 // input and weights, fp32 accumulation, for x in channels-last memory ((B, L, C) storage seen as a (B, C, L)
-// view). dispatch.cpp runs it where conv1d_fwd_dense_tma_supports(p) holds and Cout/groups > 64
-// (CONVKIT_DENSE_TMA=0: off); the register-staged wgmma kernel (conv1d_fwd_dense_wgmma.cu) serves (B, C, L) x.
+// view), and (B, C, L) x where that pays (read as it lies and transposed in shared memory, or copied first; below).
+// dispatch.cpp runs it where conv1d_fwd_dense_tma_supports(p) holds and Cout/groups > 64 (CONVKIT_DENSE_TMA=0: off);
+// the register-staged wgmma kernel (conv1d_fwd_dense_wgmma.cu) serves the other (B, C, L) x.
 // Written in session 15 (ci/dense_mma_check.cu --tma checks and times it: `bash ci/gpu_check.sh tma`,
 // ci/tma_experiment.sh for the macro experiments below), in the package since session 16.
 //
@@ -46,8 +47,8 @@
 //   * Weights are packed once per call (pack_weights_kernel) into the exact shared-memory image of each stage:
 //     [g][m tile][chunk] blocks of [tap * CC/8 + channel group][BM rows][8 channels], zero outside the tensor,
 //     so a stage's weights are one cp.async.bulk.
-//   * One thread (of a ninth, producer-only warp) issues a stage's copies; an mbarrier per ring slot (expect_tx of the stage's bytes) says when
-//     it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
+//   * One thread (of a ninth, producer-only warp) issues a stage's copies; an mbarrier per ring slot (expect_tx of the
+//     stage's bytes; in the transposing form only the weights', plus the transposers' arrivals) says when it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
 //     next tile's first stages load while this tile's last ones and its epilogue run; the epilogue's band of
 //     each warpgroup has its own shared memory for that reason.
 // Each step: wait for stage s, issue its wgmma calls (m64n128k16, both operands in shared memory, as in the
@@ -137,8 +138,8 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
-// calls, 8 (the transposing form) the transposers' ldmatrix / stmatrix (they only wait and arrive; bit 2 does not
-// apply to that form). Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy
+// calls, 8 (the transposing form) the transposers' ldmatrix / stmatrix (they only wait and arrive; bit 2 would hang
+// that form: its producer and transposers run every stage; builds with it leave the form out, kTxForm). Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy
 // engine's feed rate; for the transposing form (ci/tx_harness.cu, ci/tx_time.sh) 8 + 4 + 1 the raw loads alone.
 // 0 in every build of the package.
 #ifndef CONVKIT_TMA_EXPERIMENT
@@ -172,7 +173,8 @@ constexpr int kBlockThreads = kThreads + (CONVKIT_TMA_PRODUCER_WARP ? 32 : 0);
 #ifndef CONVKIT_TMA_TX_WG4
 #define CONVKIT_TMA_TX_WG4 0
 #endif
-constexpr bool kTxForm = CONVKIT_TMA_SW32 && CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG && !CONVKIT_TMA_X_CPASYNC;
+constexpr bool kTxForm = CONVKIT_TMA_SW32 && CONVKIT_TMA_PRODUCER_WARP && !CONVKIT_TMA_PINGPONG &&
+                         !CONVKIT_TMA_X_CPASYNC && !kExpNoFeed;
 constexpr int kTxWarps = CONVKIT_TMA_TX_WG4 ? 7 : 3;
 constexpr int kTxThreads = 32 * kTxWarps;
 constexpr int kTxBlockThreads = kThreads + 32 + kTxThreads;
@@ -180,7 +182,7 @@ constexpr int kTxConsumerRegs = 168, kTxOtherRegs = 88;  // (2 x 128 x 168 + 2 x
 constexpr int kMaxRaw = 2;         // raw x slots (the (B, C, L) windows as TMA lands them)
 constexpr int kTxDummyBytes = kTxWarps * 512;  // where a transposer lane stores a row past the window
 constexpr int kTxMaxItems = (96 + kTxWarps - 1) / kTxWarps;  // transposer items per warp and stage at most (their
-                                                              // addresses stay in registers): 96 per stage in all
+                                                              // addresses stay in registers): 96 (WG4: 98) in all
 constexpr int kTxMaxBox = 248;     // positions per raw box at most (8 * 31: a row pitch of an odd number of 16 bytes)
 constexpr int kBandPitch = 128 + 8;             // elements per band row (conflict-free 4-byte stores)
 constexpr int kBandBytes = 64 * kBandPitch * 2;  // one warpgroup's epilogue band
@@ -510,7 +512,8 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
   if (tid == 0) {
     prefetch_map(&xmap);
     // "full" arrivals per phase: the issuing thread's expect_tx, plus every thread's cp.async arrival in the cp.async
-    // form; the "empty" barriers serve the producer-warp form only (unused without it)
+    // form, or every transposer thread's in the transposing form; the "empty" barriers serve the producer-warp form
+    // only (unused without it)
     if (CONVKIT_TMA_PINGPONG) {
       mbar_init(order0, 1);
       mbar_init(order0 + 8, 1);
@@ -921,7 +924,7 @@ void plan_window(TmaPlan& q, int64_t pad) {
     wq_min = wq_contig;
   }
   // box <= 256 positions; rows a multiple of 8 (128-byte destinations), of 1024 / q.xr for the swizzled rows
-  // (1024-byte destinations: whole swizzle patterns)
+  // (1024-byte destinations: whole swizzle patterns); TX (no boxes for the image): skewed, see below
 #ifdef CONVKIT_TMA_ROW_ALIGN  // experiment: 8 for the 32-byte rows too (256-byte destinations: one pattern)
   const int ra = CONVKIT_TMA_ROW_ALIGN;
 #else
@@ -958,7 +961,8 @@ void plan_window(TmaPlan& q, int64_t pad) {
 // wavenet (512) 0.60 / 0.63 are copied; kb67 (384) 2.03 / 1.89 and kb76 (128) 7.95 / 5.88 were not. Session 35,
 // H100, bf16 forward in CUDA graphs, with the 64-channel copy tiles (launch_copy): kb67 1.64 copied against 1.89
 // not, kb76 6.81 against 5.80, so the bar went from 512 down to 384.
-// CONVKIT_DENSE_TMA_COPY=0: never copy; =1: copy for every shape the kernel runs (measurements).
+// CONVKIT_DENSE_TMA_COPY=0: never copy; =1: copy for every shape the kernel runs (measurements). The same rule
+// decides where the transposing form replaces the copy (transpose_x): =0 turns that off too, =1 extends it.
 constexpr int64_t kCopyMinWorkPerElement = 384;
 
 bool channels_last_x(const Conv1dParams& p) { return p.x_stride_c == 1; }

@@ -59,7 +59,9 @@ cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t st
 // K <= 16, stride <= 8, a device running the sm_90a code, x_stride_c == 1, x_stride_l and x_stride_b multiples
 // of 8 elements, x 16-byte aligned, strides ordered (x_stride_l >= Cin, x_stride_b >= L * x_stride_l); weights
 // of any strides. Other x (x_stride_c != 1) where Cout/groups * K >= 384 * stride (CONVKIT_DENSE_TMA_COPY=0 / 1:
-// never / always): launch first copies x into channels-last memory in the workspace, a slab of batches at a time.
+// never / always): read as it lies and transposed in shared memory where its rows are whole 16-byte units
+// (CONVKIT_DENSE_TMA_TX), else launch first copies x into channels-last memory in the workspace, a slab of batches
+// at a time.
 // launch packs the weights into p.workspace (16-byte aligned, workspace_bytes(p) bytes: each stage's weights one
 // contiguous block, then the copy slab) and runs the forward; cudaErrorInvalidValue when unsupported.
 bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p);
