@@ -1458,21 +1458,14 @@ def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
     torch.cuda.empty_cache()
 
 
-@pytest.mark.large
-@pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1)], ids=["odd_rows_one_batch_slabs", "over_2e31"])
-def test_dense_tma_copy_in_slabs(shape, poison_outputs):
-    """x over the launcher's 1 GiB copy slab: 3 batches of 614 MB with odd rows, copied and convolved a slab at a
-    time (one batch per slab), each slab's y at its own offset; 11 batches of 410 MB with 16-byte aligned rows, x
-    and y of 2.25e9 elements (offsets past 2^31), read as they lie by the transposing form in one launch (with
-    CONVKIT_DENSE_TMA_TX=0: slabs of 2, 2, 2, 2, 2, 1 batches). Every element written (poisoned outputs), windows
-    at the start, middle and end of each batch against float64."""
-    if not runs_sm90a_code():
-        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
-    (B, L, S), Cin, Cout, K, n = shape, 512, 512, 3, 300
+def dense_tma_big_x_case(B, L, S, expect):
+    """test_dense_tma_copy_in_slabs' check (also run by its child process): x (B, 512, L) bf16 through the TMA
+    forward (`expect`: its name), windows at the start, middle and end of each batch against float64."""
+    Cin, Cout, K, n = 512, 512, 3, 300
     dt = torch.bfloat16
     x = torch.randn(B, Cin, L, device="cuda", dtype=dt)
     w = (torch.randn(Cout, Cin, K, device="cuda") / (Cin * K) ** 0.5).to(dt)
-    assert convkit.explain(x, w, None, stride=S)["forward"] == (TMA_COPY if L % 8 else TMA_TX)
+    assert convkit.explain(x, w, None, stride=S)["forward"] == expect
     y = convkit.conv1d(x, w, None, stride=S)
     assert torch.isfinite(y).all()
     lout = y.shape[2]
@@ -1483,6 +1476,35 @@ def test_dense_tma_copy_in_slabs(shape, poison_outputs):
             assert_close(y[b:b + 1, :, j0:j0 + n], ref, dt, f"batch {b}, outputs {j0}..{j0 + n}")
     del x, y
     torch.cuda.empty_cache()
+
+
+# the over_2e31 shape with the copy instead of the transposing form (CONVKIT_DENSE_TMA_TX is read once per process)
+BIG_X_COPY_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import test_cuda_correctness as t
+t.dense_tma_big_x_case(11, 400_000, 1, t.TMA_COPY)
+print("big x copied in slabs")
+"""
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("shape", [(3, 600_001, 2), (11, 400_000, 1), "over_2e31_copied"],
+                         ids=["odd_rows_one_batch_slabs", "over_2e31", "over_2e31_copied"])
+def test_dense_tma_copy_in_slabs(shape, poison_outputs):
+    """x over the launcher's 1 GiB copy slab: 3 batches of 614 MB with odd rows, copied and convolved a slab at a
+    time (one batch per slab), each slab's y at its own offset; 11 batches of 410 MB with 16-byte aligned rows, x
+    and y of 2.25e9 elements (offsets past 2^31), read as they lie by the transposing form in one launch, and the
+    same with CONVKIT_DENSE_TMA_TX=0 (a child process): copied in slabs of 2, 2, 2, 2, 2, 1 batches. Every element
+    written (poisoned outputs), windows at the start, middle and end of each batch against float64."""
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    if shape == "over_2e31_copied":
+        run_child_script(BIG_X_COPY_SCRIPT, "big x copied in slabs", CONVKIT_DENSE_TMA_TX="0",
+                         CONVKIT_POISON_OUTPUTS="1")
+        return
+    B, L, S = shape
+    dense_tma_big_x_case(B, L, S, TMA_COPY if L % 8 else TMA_TX)
 
 
 # CONVKIT_DENSE_TMA_COPY=1: every shape the TMA kernel takes is copied (Cout 128 K 2: below the rule; odd rows, which
