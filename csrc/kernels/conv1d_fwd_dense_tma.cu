@@ -179,7 +179,10 @@ constexpr int kTxWarps = CONVKIT_TMA_TX_WG4 ? 7 : 3;
 constexpr int kTxThreads = 32 * kTxWarps;
 constexpr int kTxBlockThreads = kThreads + 32 + kTxThreads;
 constexpr int kTxConsumerRegs = 168, kTxOtherRegs = 88;  // (2 x 128 x 168 + 2 x 128 x 88 = 65536)
-constexpr int kMaxRaw = 2;         // raw x slots (the (B, C, L) windows as TMA lands them)
+#ifndef CONVKIT_TMA_TX_RAW  // raw slots (an experiment, session 37, not run: 3 keeps more loads in flight, at the
+#define CONVKIT_TMA_TX_RAW 2  // cost of ring slots)
+#endif
+constexpr int kMaxRaw = CONVKIT_TMA_TX_RAW;  // raw x slots (the (B, C, L) windows as TMA lands them)
 constexpr int kTxDummyBytes = kTxWarps * 512;  // where a transposer lane stores a row past the window
 constexpr int kTxMaxItems = (96 + kTxWarps - 1) / kTxWarps;  // transposer items per warp and stage at most (their
                                                               // addresses stay in registers): 96 (WG4: 98) in all
