@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     CK(cudaMemset(y, 0xff, c.B * c.Cout * lout * 2));
     p.x = x + off; p.w = w; p.bias = b; p.y = y;
     printf("%s supports=%d transposes=%d ws=%lld\n", c.name, conv1d_fwd_dense_tma_supports(p),
-           conv1d_fwd_dense_tma_transposes(p), (long long)conv1d_fwd_dense_tma_workspace_bytes(p));
+           conv1d_fwd_dense_tma_form(p) == 2, (long long)conv1d_fwd_dense_tma_workspace_bytes(p));
     CK(cudaMalloc(&ws, conv1d_fwd_dense_tma_workspace_bytes(p) + 16)); p.workspace = ws;
     cudaError_t e = launch_conv1d_fwd_dense_tma(p, 0);
     printf("launch: %s\n", cudaGetErrorString(e));

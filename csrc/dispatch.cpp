@@ -367,11 +367,14 @@ void* const kFreshPointer = reinterpret_cast<void*>(uintptr_t{256});
 // channels-last memory first pays (Cout/groups * K / stride >= 384; CONVKIT_DENSE_TMA_COPY=0 / 1: never / always);
 // there x rows of whole 16-byte units are read as they lie and transposed in shared memory instead of copied
 // ("conv1d_fwd_dense_tma_tx", session 37; CONVKIT_DENSE_TMA_TX=0 / 1: never / also where the copy does not pay).
-// CONVKIT_DENSE_TMA=0 (or CONVKIT_DENSE_WGMMA=0) switches it off (read once per process).
-bool dense_tma_forward(const Conv1dParams& p) {
+// CONVKIT_DENSE_TMA=0 (or CONVKIT_DENSE_WGMMA=0) switches it off (read once per process). dense_tma_forward_allowed:
+// the conditions besides the kernel's own plan (conv1d_fwd_dense_tma_supports / _form).
+bool dense_tma_forward_allowed(const Conv1dParams& p) {
   static const bool on = !env_equals("CONVKIT_DENSE_TMA", "0") && !env_equals("CONVKIT_DENSE_WGMMA", "0");
-  return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.out_channels / p.groups > 64 &&
-         conv1d_fwd_dense_tma_supports(p);
+  return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.out_channels / p.groups > 64;
+}
+bool dense_tma_forward(const Conv1dParams& p) {
+  return dense_tma_forward_allowed(p) && conv1d_fwd_dense_tma_supports(p);
 }
 
 // The single place where a forward call is matched to a kernel.
@@ -386,12 +389,14 @@ Choice choose_forward(const Conv1dParams& p) {
     if (e != nullptr) return {e->forward[static_cast<int>(p.dtype)], spec_name("conv1d_fwd_depthwise", *e)};
     return {kDepthwiseGenericEntry.forward[static_cast<int>(p.dtype)], "conv1d_fwd_depthwise_generic"};
   }
-  if (dense_tma_forward(p))
-    return {&launch_conv1d_fwd_dense_tma,
-            p.x_stride_c == 1                     ? "conv1d_fwd_dense_tma"
-            : conv1d_fwd_dense_tma_transposes(p) ? "conv1d_fwd_dense_tma_tx"
-                                                  : "x_to_channels_last + conv1d_fwd_dense_tma",
-            false, &conv1d_fwd_dense_tma_workspace_bytes};
+  if (dense_tma_forward_allowed(p)) {  // (one plan: whether the kernel takes p, and how it takes x)
+    static const char* const kTmaForwardNames[4] = {"", "conv1d_fwd_dense_tma", "conv1d_fwd_dense_tma_tx",
+                                                    "x_to_channels_last + conv1d_fwd_dense_tma"};
+    const int form = conv1d_fwd_dense_tma_form(p);
+    if (form != 0)
+      return {&launch_conv1d_fwd_dense_tma, kTmaForwardNames[form], false,
+              &conv1d_fwd_dense_tma_workspace_bytes};
+  }
   const Choice dense = choose_dense_forward(p, "conv1d_fwd");
   if (dense.launch != nullptr) return dense;
   return {&launch_conv1d_fwd_generic, "conv1d_fwd_generic"};

@@ -1196,9 +1196,10 @@ bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p) {
   return make_plan(p, q);
 }
 
-bool conv1d_fwd_dense_tma_transposes(const Conv1dParams& p) {
+int conv1d_fwd_dense_tma_form(const Conv1dParams& p) {
   TmaPlan q;
-  return make_plan(p, q) && q.tx;
+  if (!make_plan(p, q)) return 0;
+  return channels_last_x(p) ? 1 : q.tx ? 2 : 3;
 }
 
 int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p) {

@@ -65,8 +65,9 @@ cudaError_t launch_conv1d_fwd_dense_wgmma(const Conv1dParams& p, cudaStream_t st
 // launch packs the weights into p.workspace (16-byte aligned, workspace_bytes(p) bytes: each stage's weights one
 // contiguous block, then the copy slab) and runs the forward; cudaErrorInvalidValue when unsupported.
 bool conv1d_fwd_dense_tma_supports(const Conv1dParams& p);
-// Whether its plan reads a (B, C, L) x as it lies and transposes it in shared memory (CONVKIT_DENSE_TMA_TX).
-bool conv1d_fwd_dense_tma_transposes(const Conv1dParams& p);
+// How its plan takes x: 0 not at all (supports(p) false), 1 channels-last x as it lies, 2 a (B, C, L) x read as it
+// lies and transposed in shared memory (CONVKIT_DENSE_TMA_TX), 3 a (B, C, L) x copied to channels-last memory first.
+int conv1d_fwd_dense_tma_form(const Conv1dParams& p);
 int64_t conv1d_fwd_dense_tma_workspace_bytes(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stream);
 // The copy the launcher above makes of (B, C, L) x, alone: x (2-byte elements, any strides) to out[b][l][c]
