@@ -1583,10 +1583,9 @@ def test_dense_tma_copy_tile_shapes(mode):
 # default only instead of the copy, so most of these small shapes would take the register-staged kernels). Paddings
 # and dilations that are not multiples of 8 start the boxes before the window (rounded down to 16 bytes). (=1 also
 # sends the grad-input's phases below the copy rule to the TMA forward on a copy of dy: correct, not the default.)
-# Cases:
-# strides 1-4 (phase-split images), dilations, padding, the per-tap segments of a large dilation at stride 1, K 1-16,
-# both row widths (Cin/groups % 32 == 0 or only % 16), groups, partial and two-block m tiles, odd lengths through
-# views of longer rows, a batch-strided view, a channel slice; an x one element off alignment keeps the copy.
+# Cases: strides 1-4 (phase-split images), dilations, padding, the per-tap segments of a large dilation at stride 1,
+# K 1-16, both row widths (Cin/groups % 32 == 0 or only % 16), groups, partial and two-block m tiles, odd lengths
+# through views of longer rows, a batch-strided view, a channel slice; an x one element off alignment keeps the copy.
 # Forward with bias and GELU, poisoned outputs, then the gradients (the grad-input's phases may run the forward).
 TMA_TX_SCRIPT = r"""
 import sys, torch, convkit

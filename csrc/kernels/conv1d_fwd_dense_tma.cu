@@ -48,7 +48,8 @@
 //     [g][m tile][chunk] blocks of [tap * CC/8 + channel group][BM rows][8 channels], zero outside the tensor,
 //     so a stage's weights are one cp.async.bulk.
 //   * One thread (of a ninth, producer-only warp) issues a stage's copies; an mbarrier per ring slot (expect_tx of the
-//     stage's bytes; in the transposing form only the weights', plus the transposers' arrivals) says when it has landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
+//     stage's bytes; in the transposing form only the weights', plus the transposers' arrivals) says when it has
+//     landed. The stage sequence runs across the block's tiles (persistent blocks, one per SM), so the
 //     next tile's first stages load while this tile's last ones and its epilogue run; the epilogue's band of
 //     each warpgroup has its own shared memory for that reason.
 // Each step: wait for stage s, issue its wgmma calls (m64n128k16, both operands in shared memory, as in the
@@ -139,8 +140,9 @@ static_assert(!(CONVKIT_TMA_SW32 && CONVKIT_TMA_X_CPASYNC), "one x staging exper
 // Timing experiments (ci/tma_experiment.sh with DC_TIME_ALWAYS=1; wrong results), bits: 1 leaves out the epilogue's
 // stores, 2 the copies after the ring's first fill (the consumers reuse stale slots without waiting), 4 the wgmma
 // calls, 8 (the transposing form) the transposers' ldmatrix / stmatrix (they only wait and arrive; bit 2 would hang
-// that form: its producer and transposers run every stage; builds with it leave the form out, kTxForm). Where the time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy
-// engine's feed rate; for the transposing form (ci/tx_harness.cu, ci/tx_time.sh) 8 + 4 + 1 the raw loads alone.
+// that form: its producer and transposers run every stage; builds with it leave the form out, kTxForm). Where the
+// time goes: 2 + 1 is the main loop's wgmma rate with these layouts, 4 the copy engine's feed rate; for the
+// transposing form (ci/tx_harness.cu, ci/tx_time.sh) 8 + 4 + 1 the raw loads alone.
 // 0 in every build of the package.
 #ifndef CONVKIT_TMA_EXPERIMENT
 #define CONVKIT_TMA_EXPERIMENT 0
@@ -319,6 +321,16 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t r0, uint32
 #endif
 }
 
+// Items (ldmatrix + stmatrix pairs) of a TX plan's stage: per segment and channel set of xr / 2 channels, one per
+// 4 / (xr / 16) raw 8-position blocks; in all (tx_items) at most kTxWarps * kTxMaxItems (try_shapes).
+__host__ __device__ inline int tx_items_per_seg(const TmaPlan& q, int xr) {
+  const int nblk = (q.span_max + 7) / 8, upm = 4 / (xr / 16);
+  return (nblk + upm - 1) / upm;
+}
+__host__ __device__ inline int tx_items(const TmaPlan& q, int xr) {
+  return (q.cc / (xr / 2)) * q.nseg * tx_items_per_seg(q, xr);
+}
+
 // The transposer warps of the TX form (warp tw of kTxWarps), for every stage of the block: wait until the stage's raw
 // window has landed (raw "full" barrier) and the consumers have released the stage's slot ("empty"), then write the
 // slot's x image exactly as the TMA loads of the channels-last form would have: image row (cs * cgs + (seg * nph +
@@ -327,8 +339,7 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t r0, uint32
 // at address A goes to A + 16 (c ^ ((A >> 7) & (XR / 16 - 1))): the pattern follows the absolute address). One item
 // is an ldmatrix.x4 of raw rows (matrix m: 8 channels x 8 positions) and a transposing stmatrix.x4 that puts each
 // position's 8 channels into its image row; raw positions outside the window (the lead of a box rounded down to a
-// 16-byte unit, the tail past it) go to a scratch row. Then every thread fences
-// its writes for the async proxy (wgmma) and arrives on the stage's "full" barrier and the raw slot's "empty" one.
+// 16-byte unit, the tail past it) go to a scratch row. Then every thread fences its writes for the async proxy (wgmma) and arrives on the stage's "full" barrier and the raw slot's "empty" one.
 // Every stage has the same items and every slot's image starts on a 1024-byte boundary (as the swizzle patterns
 // repeat), so a lane's two addresses of item j (warp items tw, tw + kTxWarps, ...: at most kTxMaxItems, tx_items)
 // are computed once, as offsets from the raw slot and the image.
@@ -341,8 +352,7 @@ __device__ __forceinline__ void transpose_stages(const TmaPlan& q, int64_t total
   const int m = lane >> 3, i8 = lane & 7;
   const int chunk = m % kCh, uoff = m / kCh;
   const int nblk = (q.span_max + 7) / 8;  // raw 8-position blocks per segment
-  const int per_seg = (nblk + kUpm - 1) / kUpm;
-  const int items = (q.cc / kSetCh) * q.nseg * per_seg;
+  const int per_seg = tx_items_per_seg(q, XR), items = tx_items(q, XR);
   const int mine = items > tw ? (items - 1 - tw) / kTxWarps + 1 : 0;
   const uint32_t dummy = base + q.dummy_off + tw * 512 + lane * 16;
   const int S = q.s;
@@ -386,11 +396,6 @@ __device__ __forceinline__ void transpose_stages(const TmaPlan& q, int64_t total
   }
 }
 
-// Items (ldmatrix + stmatrix pairs) of a TX plan's stage: tx_items(q) <= kTxWarps * kTxMaxItems (try_shapes).
-inline int tx_items(const TmaPlan& q) {
-  const int kch = q.xr / 16, upm = 4 / kch;
-  return (q.cc / (q.xr / 2)) * q.nseg * static_cast<int>(ceil_div(ceil_div(q.span_max, 8), upm));
-}
 
 template <typename T, int MW, int NB, int XR, bool TX>
 __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
@@ -1015,7 +1020,7 @@ bool try_shapes(TmaPlan& q, int mw, int nb, int cc, bool forced, bool wide, int 
                                                       : static_cast<int>(wg::round_up(static_cast<int64_t>(q.bm) * q.c_pitch * 2, 128));
     if (q.a_bytes + q.x_bytes >= (1 << 20)) continue;                 // mbarrier transaction count
     if ((q.cgs + 16) * 16 > (1 << 18)) continue;                      // descriptor fields (14 bits of 16 B)
-    if (q.tx && tx_items(q) > kTxWarps * kTxMaxItems) continue;
+    if (q.tx && tx_items(q, q.xr) > kTxWarps * kTxMaxItems) continue;
     // TX: nraw raw slots, the transposers' scratch rows, the raw slots' barriers
     q.nraw = q.tx ? kMaxRaw : 0;
     q.raw_tx = q.tx ? q.nseg * q.rpc * q.cc * q.boxl * 2 : 0;
