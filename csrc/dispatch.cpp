@@ -512,14 +512,16 @@ Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPh
 // stride phase of a tile in one block, dy (copied into channels-last memory unless it is) read once, dx written
 // in place; instead of one forward per phase plus the interleave. Cin/groups >= 32 (its tiles are 64 input
 // channels high). CONVKIT_GI_FUSED=0 (or CONVKIT_DENSE_TMA=0, CONVKIT_DENSE_WGMMA=0) switches it off.
-// CONVKIT_GI_FUSED_S1=1 (opt-in, session 35): stride 1 too (one phase), for every shape the kernel takes. H100, bf16,
-// CUDA graphs (session 36): kb67 fwd+bwd 4.83 -> 4.42 ms, tcn 1.19 / 1.21; not the default before a whole-suite run.
+// Stride 1 too (one phase, session 35), by default where Cin/groups <= 64 (its 64-row tiles): H100, bf16, CUDA graphs
+// (session 36), kb67 fwd+bwd 4.83 -> 4.42 ms; tcn (Cin 256, 128-row tiles) 1.19 -> 1.21, so not there.
+// CONVKIT_GI_FUSED_S1=1: every stride-1 shape the kernel takes; =0: no stride-1 shape.
 const char* const kFusedGradInputName = "conv1d_bwd_input_dense_tma_fused";
 bool dense_grad_input_fused(const Conv1dParams& p) {
   static const bool on = !env_equals("CONVKIT_GI_FUSED", "0") && !env_equals("CONVKIT_DENSE_TMA", "0") &&
                          !env_equals("CONVKIT_DENSE_WGMMA", "0");
-  static const bool stride1 = env_equals("CONVKIT_GI_FUSED_S1", "1");
-  if (p.stride == 1 && !stride1) return false;
+  static const bool stride1_all = env_equals("CONVKIT_GI_FUSED_S1", "1");
+  static const bool stride1_none = env_equals("CONVKIT_GI_FUSED_S1", "0");
+  if (p.stride == 1 && (stride1_none || (!stride1_all && p.in_channels / p.groups > 64))) return false;
   return on && !is_depthwise(p) && forced() != Force::kAllGeneric && p.in_channels / p.groups >= 32 &&
          conv1d_bwd_input_dense_tma_supports(p);
 }

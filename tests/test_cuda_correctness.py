@@ -795,18 +795,18 @@ FUSED_GRAD_INPUT = "conv1d_bwd_input_dense_tma_fused"
 
 def fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype, smem=232448):
     """Whether the grad-input runs in one pass on kernels/conv1d_bwd_input_dense_tma.cu (dispatch.cpp,
-    dense_grad_input_fused, and the kernel's make_plan): 16-bit, stride 2..4, K <= 16, Cout/groups % 16 == 0,
-    Cin/groups >= 32, on a device running sm_90a code, a dy window of at most 2048 rows and two ring stages in
-    `smem` bytes (the H100's / H200's opt-in shared memory per block). (Not modelled: fp32 master weights,
-    dilation > 65536, lengths near 2^31.)"""
-    if not (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and 2 <= stride <= 4 and K <= 16
-            and (Cout // groups) % 16 == 0 and Cin // groups >= 32):
+    dense_grad_input_fused, and the kernel's make_plan): 16-bit, stride 2..4 (stride 1 where Cin/groups <= 64),
+    K <= 16, Cout/groups % 16 == 0, Cin/groups >= 32, on a device running sm_90a code, a dy window of at most 2048
+    rows and two ring stages in `smem` bytes (the H100's / H200's opt-in shared memory per block). (Not modelled:
+    fp32 master weights, dilation > 65536, lengths near 2^31, CONVKIT_GI_FUSED_S1.)"""
+    if not (runs_sm90a_code() and dtype in (torch.float16, torch.bfloat16) and 1 <= stride <= 4 and K <= 16
+            and (Cout // groups) % 16 == 0 and 32 <= Cin // groups and (stride > 1 or Cin // groups <= 64)):
         return False
     pl, _ = resolve_padding(padding, K, stride, dilation)
     offsets = [((k * dilation - pl) % stride + pl - k * dilation) // stride for k in range(K)]
     cin_g, cout_g = Cin // groups, Cout // groups
     xr = 64 if cout_g % 32 == 0 else 32
-    nw = 128 if stride == 2 else 64
+    nw = 128 if stride <= 2 else 64
     bm, bnj = (64, 2 * nw) if cin_g <= 64 else (128, nw)
     wq_min = bnj + max(offsets) - min(offsets)
     if wq_min > 2048:
@@ -1146,8 +1146,8 @@ def test_dense_fused_grad_input_matches_float64_torch(case, dtype, poison_output
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="silu" if name == "w2v_like" else None)
 
 
-# CONVKIT_GI_FUSED_S1=1 (opt-in, off by default): the one-pass grad-input kernel also takes stride 1 (one
-# phase; 64-row tiles where Cin/groups <= 64). kb67-like, valid padding, Cin 96 (a partial 128-row tile), Cin 128
+# The one-pass grad-input kernel also takes stride 1 (one phase): by default where Cin/groups <= 64 (its 64-row
+# tiles), every shape it supports with CONVKIT_GI_FUSED_S1=1, none with =0. The script (run with =1): kb67-like, valid padding, Cin 96 (a partial 128-row tile), Cin 128
 # with dilation 8, grouped (64 per group), Cout 48 (32-byte dy rows), K 2 with dilation 512, padding past the taps;
 # a (B, L, C) dy (no copy); dx against float64 torch, poisoned outputs.
 FUSED_S1_SCRIPT = r"""
@@ -1182,11 +1182,30 @@ print("stride-1 one-pass grad-input cases passed")
 """
 
 
+FUSED_S1_OFF_SCRIPT = r"""
+import torch, convkit
+x = torch.randn(2, 64, 1001, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(128, 64, 3, device="cuda", dtype=torch.bfloat16)
+assert convkit.explain(x, w, None, padding=1)["grad_input"] != "conv1d_bwd_input_dense_tma_fused"
+assert convkit.explain(x, w, None, stride=2, padding=1)["grad_input"] == "conv1d_bwd_input_dense_tma_fused"
+print("stride-1 one-pass grad-input off")
+"""
+
+
 def test_dense_fused_grad_input_stride1_switch():
     if not runs_sm90a_code():
         pytest.skip("the TMA kernels run on sm_90 devices with an sm_90a build")
     run_child_script(FUSED_S1_SCRIPT, "stride-1 one-pass grad-input cases passed", CONVKIT_GI_FUSED_S1="1",
                      CONVKIT_POISON_OUTPUTS="1")
+    run_child_script(FUSED_S1_OFF_SCRIPT, "stride-1 one-pass grad-input off", CONVKIT_GI_FUSED_S1="0")
+    if os.environ.get("CONVKIT_GI_FUSED_S1") is None:  # the default rule, in this process: Cin/groups <= 64
+        for Cin, Cout, G, fused in ((64, 128, 1, True), (32, 48, 1, True), (96, 64, 1, False), (512, 512, 8, True),
+                                    (128, 256, 1, False)):
+            assert fused_grad_input_expected(Cin, Cout, 3, 1, 1, 1, G, torch.bfloat16) == fused
+            x = torch.randn(2, Cin, 1001, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(Cout, Cin // G, 3, device="cuda", dtype=torch.bfloat16)
+            gi = convkit.explain(x, w, None, padding=1, groups=G)["grad_input"]
+            assert (gi == FUSED_GRAD_INPUT) == fused, (Cin, Cout, G, gi)
 
 
 # CONVKIT_GI_FUSED=0 (read once per process: a child process): the strided 16-bit grad-input of wide shapes runs
@@ -1727,7 +1746,8 @@ def test_dense_forward_with_wgmma_switched_off():
 @pytest.mark.parametrize("length", [1002, 1008], ids=["rows_4_byte", "rows_16_byte"])
 def test_dense_mma_ring_on_aligned_rows(length, poison_outputs):
     """x rows that are 4-byte (or 16-byte) aligned go through the cp.async ring (kernel <T, true, true>),
-    forward and stride-1 grad-input, and give torch's results."""
+    forward and stride-1 grad-input (on an sm_90a build the one-pass TMA kernel takes the grad-input: Cin 32), and
+    give torch's results."""
     x, w, b = make_inputs(2, 32, 48, 3, length, 1, torch.bfloat16)
     names = cuda_kernel_names(lambda: check_case(x, w, b, 1, 1, 1, 1, torch.bfloat16))
     ring = [n for n in names if "conv1d_fwd_dense_mma_kernel<__nv_bfloat16, true, true>" in n]

@@ -75,7 +75,7 @@ cudaError_t launch_conv1d_fwd_dense_tma(const Conv1dParams& p, cudaStream_t stre
 // stride phases.
 cudaError_t launch_x_to_channels_last(const void* x, int64_t B, int64_t sb, int64_t sc, int64_t sl, int64_t C,
                                       int64_t L, void* out, cudaStream_t stream);
-// (Stride 1 too, as one phase, with CONVKIT_GI_FUSED_S1=1: opt-in, session 35.)
+// (Stride 1 too, as one phase: dispatch.cpp takes it where Cin/groups <= 64; CONVKIT_GI_FUSED_S1.)
 // The dense / grouped grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu; sm_90a code
 // only): every stride phase of a tile in one block, dx written in place. p is the forward problem with p.y = dy
 // (any strides) and p.grad_x = dx (gx strides). supports(p): 16-bit dy and weights of one dtype, Cout/groups % 16
