@@ -6,6 +6,7 @@
 #   bash ci/gpu_check.sh tests           # build + tests
 #   BENCH_ARGS="--cases depthwise" bash ci/gpu_check.sh bench
 #   PYTEST_ARGS="-m 'not large'" ...     # extra pytest arguments (PYTEST_TIMEOUT: seconds, default 3000)
+#   PYTEST_SHARDS=2 ...                  # the tests in two pytest processes at once (tests/conftest.py)
 #   BENCH2_ARGS="--cases depthwise --cuda-graph" ...   # a second benchmark run (bench2.json)
 #   PROFILE_ARGS="--cases kb76_dense_s3d4 --dtypes bfloat16" bash ci/gpu_check.sh profile
 #                                        # build, then Nsight Compute on one forward + backward per case
@@ -175,9 +176,29 @@ cd /tmp
 if [ "$what" = all ] || [ "$what" = tests ]; then
   junit=""
   [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
-  eval "timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
-    >"$OUT/tests.log" 2>&1
-  rc=$?
+  shards=${PYTEST_SHARDS:-1}
+  if [ "$shards" -le 1 ]; then
+    eval "timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
+      >"$OUT/tests.log" 2>&1
+    rc=$?
+  else  # PYTEST_SHARDS=n: n pytest processes at once on the GPU (tests/conftest.py, CONVKIT_TEST_SHARD), one log
+    pids=""
+    for i in $(seq 0 $((shards - 1))); do
+      eval "CONVKIT_TEST_SHARD=$i/$shards timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest '$repo/tests' -q -rs \
+        -p no:cacheprovider --durations=10 ${PYTEST_ARGS:-}" > "/tmp/tests.$i.log" 2>&1 &
+      pids="$pids $!"
+    done
+    rc=0
+    for pid in $pids; do wait "$pid" || rc=1; done
+    for i in $(seq 0 $((shards - 1))); do echo "== share $i of $shards"; cat "/tmp/tests.$i.log"; done > "$OUT/tests.log"
+    # one summary line, the shares' counts added
+    for i in $(seq 0 $((shards - 1))); do tail -1 "/tmp/tests.$i.log"; done |
+      $PY -c "import re, sys; c = {}
+for line in sys.stdin:
+    for n, what in re.findall(r'(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)', line):
+        c[what] = c.get(what, 0) + int(n)
+print(', '.join(f'{n} {w}' for w, n in c.items()) + ' ($shards shares)')" >> "$OUT/tests.log"
+  fi
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
   echo "tests: $(tail -1 "$OUT/tests.log") (exit $rc)" | tee -a "$OUT/summary.txt"
   [ $rc -eq 0 ] || status=1

@@ -9,6 +9,17 @@ HAS_CUDA = torch.cuda.is_available() and convkit.cuda_built()
 
 
 def pytest_collection_modifyitems(config, items):
+    # CONVKIT_TEST_SHARD=i/n: this process runs share i of n (ci/gpu_check.sh runs n at once on one GPU): every
+    # test marked `large` in share 0 (two of them at once could exceed the GPU's memory), the rest dealt in turn.
+    shard = os.environ.get("CONVKIT_TEST_SHARD")
+    if shard:
+        i, n = (int(v) for v in shard.split("/"))
+        small = [item for item in items if "large" not in item.keywords]
+        keep = {id(item) for k, item in enumerate(small) if k % n == i}
+        if i == 0:
+            keep |= {id(item) for item in items if "large" in item.keywords}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in keep])
+        items[:] = [item for item in items if id(item) in keep]
     if HAS_CUDA:
         return
     why = ("no CUDA GPU" if not torch.cuda.is_available() else "convkit was built without its CUDA extension")
