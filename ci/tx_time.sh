@@ -14,12 +14,14 @@ variants="e0:-DCONVKIT_TMA_EXPERIMENT=0 e8:-DCONVKIT_TMA_EXPERIMENT=8 e5:-DCONVK
   e13:-DCONVKIT_TMA_EXPERIMENT=13 wg4:-DCONVKIT_TMA_TX_WG4=1 wg4e8:-DCONVKIT_TMA_TX_WG4=1;-DCONVKIT_TMA_EXPERIMENT=8
   raw3:-DCONVKIT_TMA_TX_RAW=3"
 cd "$repo" || exit 1
-for v in $variants; do
+# TX_TIME_PHASE=build: only the builds (e.g. beside the package's); =run: only the runs, on those binaries
+[ "${TX_TIME_PHASE:-}" != run ] && for v in $variants; do
   name=${v%%:*}; flags=${v#*:}
   nvcc -O3 -std=c++17 -arch=sm_90a -DCONVKIT_SM90A ${flags//;/ } -I csrc ci/tx_harness.cu \
     csrc/kernels/conv1d_fwd_dense_tma.cu -o /tmp/txh_$name > /tmp/txh_$name.log 2>&1 &
 done
 wait
+[ "${TX_TIME_PHASE:-}" = build ] && exit 0
 {
   nvidia-smi --query-gpu=name --format=csv,noheader
   if [ -n "${TX_TIME_CHECK:-}" ]; then
