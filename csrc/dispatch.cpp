@@ -487,11 +487,23 @@ Choice dense_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>
 // copy dy for each phase alone (dense_tma_forward on the phase with dy as it is, (B, C, L): Cout/groups * K' >=
 // 384, the kernel's conditions on the channels-last copy or its transposing form; CONVKIT_DENSE_TMA_TX=1 widens
 // this to every phase that form takes). One copy serves all S phases.
+// At stride 1 (one phase) the forward may read dy as it lies instead (its transposing form, session 37: x rows of
+// whole 16-byte units): then no copy (kTxGradInputName; p.y is dy, or kFreshPointer with dy's strides in explain).
 constexpr int64_t kGradInputCopyBytes = int64_t{1} << 30;
 const char* const kTmaGradInputName = "x_to_channels_last + conv1d_bwd_input_dense_tma";
+const char* const kTxGradInputName = "conv1d_bwd_input_dense_tma_tx";
 Choice dense_grad_input_tma(const Conv1dParams& p, const std::vector<GradInputPhase>& phases) {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return {nullptr, ""};
   if (p.batch * p.out_channels * p.out_length * 2 > kGradInputCopyBytes || p.out_channels % 16 != 0) return {nullptr, ""};
+  if (p.stride == 1 && phases.size() == 1 && !phases[0].taps.empty()) {
+    Conv1dParams q = grad_input_phase_params(p, phases[0]);
+    q.x = static_cast<char*>(p.y) + phases[0].shift * p.y_stride_l * 2;
+    q.x_stride_b = p.y_stride_b;
+    q.x_stride_c = p.y_stride_c;
+    q.x_stride_l = p.y_stride_l;
+    if (q.in_length >= 1 && dense_tma_forward_allowed(q) && conv1d_fwd_dense_tma_form(q) == 2)
+      return {&launch_conv1d_fwd_dense_tma, kTxGradInputName, false, &conv1d_fwd_dense_tma_workspace_bytes};
+  }
   bool any = false;
   for (const GradInputPhase& ph : phases) {
     if (ph.taps.empty()) continue;
@@ -872,7 +884,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
   const std::vector<GradInputPhase> phases = need_input ? grad_input_phases(p) : std::vector<GradInputPhase>{};
   const Choice gi = need_input ? choose_dense_grad_input(p, phases) : Choice{nullptr, ""};
   const bool gi_tma = gi.launch == &launch_conv1d_fwd_dense_tma;
-  const at::Tensor dy_gi = gi_tma ? channels_last_copy(dy) : dy;  // what the phases read
+  const at::Tensor dy_gi = gi.name == kTmaGradInputName ? channels_last_copy(dy) : dy;  // what the phases read
   if (gi.launch == &launch_conv1d_bwd_input_dense_tma) {  // every phase in one pass, dx written in place
     Conv1dParams q = p;
     q.grad_x = dx.data_ptr();

@@ -790,6 +790,22 @@ def tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, group
     return any_taps
 
 
+TX_GRAD_INPUT = "conv1d_bwd_input_dense_tma_tx"
+
+
+def tma_grad_input_name(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+    """Where tma_grad_input_expected holds, the name for a fresh (contiguous) dy: at stride 1 the forward reads dy
+    as it lies (its transposing form, no copy) where dy's rows, and the window's start (dy advanced past a padding
+    beyond the taps), are whole 16-byte units; else TMA_GRAD_INPUT (a channels-last copy of dy). None otherwise."""
+    if not tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
+        return None
+    pl, pr = resolve_padding(padding, K, stride, dilation)
+    lout = (L + pl + pr - dilation * (K - 1) - 1) // stride + 1
+    if stride == 1 and lout % 8 == 0 and max(0, pl - (K - 1) * dilation) % 8 == 0:
+        return TX_GRAD_INPUT
+    return TMA_GRAD_INPUT
+
+
 FUSED_GRAD_INPUT = "conv1d_bwd_input_dense_tma_fused"
 
 
@@ -822,9 +838,7 @@ def expected_tma_grad_input(B, Cin, Cout, K, L, stride, padding, dilation, group
     """The grad-input's name where a TMA kernel runs it (fused, else the phases on the TMA forward), else None."""
     if fused_grad_input_expected(Cin, Cout, K, stride, padding, dilation, groups, dtype):
         return FUSED_GRAD_INPUT
-    if tma_grad_input_expected(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype):
-        return TMA_GRAD_INPUT
-    return None
+    return tma_grad_input_name(B, Cin, Cout, K, L, stride, padding, dilation, groups, dtype)
 
 
 # The dense forward on Hopper's wgmma (kernels/conv1d_fwd_dense_wgmma.cu): 16-bit, Cin/groups >= 128 (four
@@ -1053,8 +1067,11 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
     assert fused == (name in ("w2v_like_odd_rows", "cin_80_cout_400"))  # stride 2
     if fused:
         assert names["grad_input"] == FUSED_GRAD_INPUT, names
+    elif gi_tma:  # (aligned_rows: dy read as it lies at stride 1, TX_GRAD_INPUT)
+        assert names["grad_input"] == tma_grad_input_name(B, Cin, Cout, K, L, stride, padding, dilation, groups,
+                                                          dtype), names
     else:
-        assert (names["grad_input"] == TMA_GRAD_INPUT) == gi_tma, names
+        assert "tma" not in names["grad_input"], names
     if name == "w2v_like_odd_rows":
         ran = cuda_kernel_names(lambda: check_case(x, w, b, stride, padding, dilation, groups, dtype))
         assert any("x_to_channels_last_kernel" in n for n in ran), sorted(ran)
@@ -1101,6 +1118,48 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
         (dx,) = torch.autograd.grad(y, xr, dy)
         dx_ref = reference(x, w, b, dy, S, P, P, 1, 1)[1]
         assert_close(dx, dx_ref, dtype, f"grad_input S {S}, dy {dy_layout} {tuple(dy.stride())}")
+
+
+# The stride-1 grad-input on the TMA forward reading dy as it lies (its transposing form, no channels-last copy;
+# dispatch.cpp, dense_grad_input_tma): tcn-like (D 8), wavenet-like (K 2, D 512), groups (256 a group), a padding
+# past the taps by 8 positions (dy advanced 16 bytes); against the copy where the window would start mid 16-byte
+# unit (padding past the taps by 4) or dy is not a tensor of whole 16-byte rows (every other position of a longer
+# row, one element past a 16-byte boundary): dx against float64 torch, poisoned outputs, the kernels that ran.
+TX_GI_CASES = [  # name, B, Cin, Cout, K, L, padding, dilation, groups, dy view, expected name
+    ("tcn_like", 2, 256, 256, 3, 2048, 8, 8, 1, None, TX_GRAD_INPUT),
+    ("wavenet_like", 2, 256, 128, 2, 2560, 0, 512, 1, None, TX_GRAD_INPUT),
+    ("groups_2", 2, 512, 512, 3, 1024, 1, 1, 2, None, TX_GRAD_INPUT),
+    ("pad_past_taps_8", 2, 128, 128, 3, 1006, 10, 1, 1, None, TX_GRAD_INPUT),
+    ("pad_past_taps_4", 2, 128, 128, 3, 1014, 6, 1, 1, None, TMA_GRAD_INPUT),
+    ("dy_positions_strided", 2, 256, 256, 3, 1024, 1, 1, 1, "positions", TX_GRAD_INPUT),
+    ("dy_one_element_off", 2, 256, 256, 3, 1024, 1, 1, 1, "offset", TX_GRAD_INPUT),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", TX_GI_CASES, ids=[c[0] for c in TX_GI_CASES])
+def test_dense_tma_grad_input_reads_dy_as_it_lies(case, dtype, poison_outputs):
+    name, B, Cin, Cout, K, L, P, D, G, view, expected = case
+    if not runs_sm90a_code():
+        pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
+    x, w, b = make_inputs(B, Cin, Cout, K, L, G, dtype)
+    assert tma_grad_input_name(B, Cin, Cout, K, L, 1, P, D, G, dtype) == expected
+    assert convkit.explain(x, w, b, padding=P, dilation=D, groups=G)["grad_input"] == expected  # for a fresh dy
+    xr = x.clone().requires_grad_()
+    y = convkit.conv1d(xr, w, b, padding=P, dilation=D, groups=G)
+    dy = torch.randn_like(y)
+    if view == "positions":
+        dy = torch.randn(*y.shape[:2], 2 * y.shape[2], device="cuda").to(dtype)[:, :, ::2]
+    elif view == "offset":
+        dy = torch.randn(y.numel() + 1, device="cuda").to(dtype)[1:].view(y.shape)
+    grads = []
+    ran = cuda_kernel_names(lambda: grads.extend(torch.autograd.grad(y, xr, dy)))
+    dx = grads[0]
+    assert any("conv1d_fwd_dense_tma_kernel" in n for n in ran), sorted(ran)
+    copied = expected == TMA_GRAD_INPUT or view is not None  # (those dy: the copy, whatever explain says)
+    assert any("x_to_channels_last_kernel" in n for n in ran) == copied, sorted(ran)
+    dx_ref = reference(x, w, b, dy, 1, P, P, D, G)[1]
+    assert_close(dx, dx_ref, dtype, f"grad_input {name} {dtype}")
 
 
 # The dense grad-input of stride 2..4 in one pass (kernels/conv1d_bwd_input_dense_tma.cu): kb76-like (BM 64, both
@@ -1458,10 +1517,10 @@ def test_dense_tma_grad_weight_switched_off():
 @pytest.mark.large
 def test_dense_tma_grad_input_over_65535_batches(poison_outputs):
     """70000 batches (grid.z holds 65535): the grad-input's dy copy runs in two launches; dx of batches on both
-    sides of the split against float64 torch."""
+    sides of the split against float64 torch. (L 17: rows of whole 16-byte units would be read without a copy.)"""
     if not runs_sm90a_code():
         pytest.skip("the TMA forward runs on sm_90 devices with an sm_90a build")
-    B, C, L, dt = 70_000, 256, 16, torch.bfloat16
+    B, C, L, dt = 70_000, 256, 17, torch.bfloat16
     x = torch.randn(B, C, L, device="cuda", dtype=dt)
     w = (torch.randn(C, C, 3, device="cuda") / (C * 3) ** 0.5).to(dt)
     assert convkit.explain(x, w, None, padding=1)["grad_input"] == TMA_GRAD_INPUT
