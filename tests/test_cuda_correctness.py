@@ -1843,10 +1843,13 @@ F32_CASES = MMA_CASES + [
 
 # Narrow reductions, Cin/groups < 8 and Cin/groups * K <= 64 (kernels/conv1d_fwd_dense_narrow.cu, any
 # dtype): w2v's first layer, the largest reduction (7 x 9, 1 x 64), partial channel tiles (Cout/groups 4,
-# 9, 20), padding wider than the kernel, one output, odd lengths (rows that are not 16-byte aligned:
-# the narrower stores), a (B, L, C) view of x.
+# 9, 20; 520 = 8 tiles of 64 and one of 8), padding wider than the kernel, one output, odd lengths (rows that are
+# not 16-byte aligned: the narrower stores), a (B, L, C) view of x, a dilation whose x window per tile passes the
+# tiled shape's shared memory (the per-thread shapes then).
 NARROW_CASES = [
     ("w2v_first_like_k10_s5", 2, 1, 40, 10, 1003, 5, 0, 1, 1),
+    ("w2v_first_cout520", 2, 1, 520, 10, 2503, 5, 0, 1, 1),
+    ("d6000_untiled", 1, 2, 24, 3, 13000, 1, 0, 6000, 1),
     ("cin3_k7_same_d2", 2, 3, 20, 7, 777, 1, "same", 2, 1),
     ("cin7_k9_s2", 2, 7, 16, 9, 1001, 2, 4, 1, 1),
     ("groups_3_cin2_causal", 2, 6, 12, 4, 515, 1, "causal", 1, 3),
@@ -1868,6 +1871,20 @@ def test_dense_narrow_forward_matches_float64_torch(case, dtype, poison_outputs)
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_dense_narrow_tiled_shape(dtype, poison_outputs):
+    """The narrow forward's tiled shape (x window and weights in shared memory, 64 channels x 256 positions a block)
+    runs where its shared memory fits; the per-thread shapes where it does not (d6000_untiled)."""
+    for name in ("w2v_first_cout520", "d6000_untiled"):
+        _, B, Cin, Cout, K, L, stride, padding, dilation, groups = next(c for c in NARROW_CASES if c[0] == name)
+        x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
+        ran = cuda_kernel_names(lambda: convkit.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation,
+                                                       groups=groups))
+        tiled = any("conv1d_fwd_dense_narrow_tile_kernel" in n for n in ran)
+        assert tiled == (name == "w2v_first_cout520"), sorted(ran)
+        assert tiled or any("conv1d_fwd_dense_narrow_kernel" in n for n in ran), sorted(ran)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     x, _, _ = make_inputs(2, 2, 24, 10, 1001, 1, dtype)
@@ -1876,10 +1893,10 @@ def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
 
 
-# The narrow forward has two block shapes (8 positions x 8 channels per thread for 16-bit dtypes, one
-# position x 16 channels for fp32 / fp64); CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one for every
-# dtype, so each dtype runs the shape it does not run by default. Read once per process: NARROW_CASES run
-# again in a child process.
+# Without the tiled shape (CONVKIT_DENSE_NARROW_TILE=0) the narrow forward has two per-thread block shapes (8
+# positions x 8 channels per thread for 16-bit dtypes, one position x 16 channels for fp32 / fp64);
+# CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one for every dtype, so each dtype runs the shape it does not run by
+# default. Read once per process: NARROW_CASES run again in a child process.
 NARROW_SCRIPT = r"""
 import sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
@@ -1907,7 +1924,8 @@ print("forced narrow shape cases passed")
 @pytest.mark.parametrize("coalesced", ["0", "1"])
 def test_dense_narrow_forced_shape(coalesced):
     run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "forced narrow shape cases passed",
-                     CONVKIT_DENSE_NARROW_COALESCED=coalesced, CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_DENSE_NARROW_COALESCED=coalesced, CONVKIT_DENSE_NARROW_TILE="0",
+                     CONVKIT_POISON_OUTPUTS="1")
 
 
 # Few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8) on the narrow kernel

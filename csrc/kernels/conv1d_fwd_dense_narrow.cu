@@ -9,7 +9,8 @@
 // positions of one batch row; a thread computes kV consecutive positions x kCoT channels: for every
 // (ci, k) of the reduction it loads the kV x values its positions need (one L1-resident window per
 // warp) and does kV * kCoT FMAs with weights broadcast from shared memory; bias + activation in the
-// epilogue. Two shapes:
+// epilogue. (Since session 38 the tiled shape below is the default wherever its shared memory fits; these two
+// per-thread shapes serve the rest and CONVKIT_DENSE_NARROW_TILE=0.) Two shapes:
 //  * 128 threads, kV 8, kCoT 8 (16-bit dtypes; w2v_first bf16 1.27 ms on the H200): each channel's
 //    8 outputs leave as the widest stores their address allows. y rows of odd length (w2v: Lout 49999)
 //    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors,
@@ -24,6 +25,7 @@
 // 1-4 of them: the grad-input of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 ->
 // Cout 1). "narrow_out" in the kernel names; w2v_first fwd+bwd bf16 13.19 -> 7.14 ms, fp32 32.6 ->
 // 16.8 ms on the H200. CONVKIT_DENSE_NARROW_OUT=0 switches it off.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -175,6 +177,116 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
   }
 }
 
+// The tiled shape (the default for the forward, session 38): a block of kTileWarps warps covers kTileCo = 8 *
+// kTileWarps output channels x kTileN = 256 positions of one batch row and group. Its x window (every position its
+// outputs read, per input channel) and its weights go to shared memory first (fp32 / fp64, zeros outside x), so the
+// loop has no bounds checks and no global loads; warp w computes channels 8w .. 8w + 7, lane l the positions
+// l + 32 i (i < 8): 64 accumulators, 64 FMAs per reduction step on 8 x values and 8 broadcast weights. Every store
+// instruction then writes 32 consecutive positions of one row (64 contiguous bytes in 16-bit, 128 in fp32),
+// whatever the row's alignment; the runs shape above wrote 2-byte pieces 16 bytes apart where rows are odd.
+// Shared memory: red * kTileCo weights + Cin/groups * ((kTileN - 1) S + (K - 1) D + 1) x values, at most
+// kTileSmem bytes (else the shapes above). CONVKIT_DENSE_NARROW_TILE=0 switches it off.
+constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_kernel(const Conv1dParams p, int span) {
+  using A = typename AccOf<T>::type;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int K = static_cast<int>(p.kernel_size), S = static_cast<int>(p.stride), D = static_cast<int>(p.dilation);
+  const int red = static_cast<int>(cin_g) * K;
+  A* ws = reinterpret_cast<A*>(smem_raw);  // [red][kTileCo]
+  A* xs = ws + red * kTileCo;              // [cin_g][span]
+  __shared__ A bs[kTileCo];
+
+  const int64_t co_tiles = ceil_div(cout_g, int64_t{kTileCo}), j_tiles = ceil_div(p.out_length, int64_t{kTileN});
+  int64_t rest, ct, jt, g, b;  // the channel tiles of one x window next to each other
+  divmod(static_cast<int64_t>(blockIdx.x), co_tiles, rest, ct);
+  divmod(rest, j_tiles, rest, jt);
+  divmod(rest, p.groups, b, g);
+  const int64_t co0 = g * cout_g + ct * kTileCo;
+  const int n_co = static_cast<int>(min(int64_t{kTileCo}, cout_g - ct * kTileCo));
+  const int64_t j0 = jt * kTileN;
+  const int64_t pos0 = j0 * S - p.pad_left;  // x position of local window index 0
+
+  for (int i = threadIdx.x; i < red * kTileCo; i += blockDim.x) {
+    const int r = i / kTileCo, c = i - r * kTileCo;
+    const int ci = r / K, k = r - ci * K;
+    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
+                                                              k * p.w_stride_k))
+                     : A(0);
+  }
+  if (threadIdx.x < kTileCo)
+    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
+                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
+                          : A(0);
+  const int64_t x_row0 = b * p.x_stride_b + g * cin_g * p.x_stride_c;
+  for (int ci = 0; ci < cin_g; ++ci) {
+    const int64_t row = x_row0 + ci * p.x_stride_c;
+    for (int t = threadIdx.x; t < span; t += blockDim.x) {
+      const int64_t pos = pos0 + t;
+      xs[ci * span + t] = pos >= 0 && pos < p.in_length ? static_cast<A>(load<T>(p.x, row + pos * p.x_stride_l)) : A(0);
+    }
+  }
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int c0 = warp * 8;
+  if (c0 >= n_co) return;
+  A acc[8][8];  // [channel][position i: lane + 32 i]
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[c][i] = A(0);
+  for (int ci = 0, r = 0; ci < cin_g; ++ci) {
+    const A* xrow = xs + ci * span + lane * S;
+    for (int k = 0; k < K; ++k, ++r) {
+      A wv[8];
+      if constexpr (sizeof(A) == 4) {  // two 16-byte broadcast loads
+        const float4 lo = *reinterpret_cast<const float4*>(ws + r * kTileCo + c0);
+        const float4 hi = *reinterpret_cast<const float4*>(ws + r * kTileCo + c0 + 4);
+        wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) wv[c] = ws[r * kTileCo + c0 + c];
+      }
+      A xv[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xv[i] = xrow[k * D + 32 * i * S];
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[c][i] = fma(wv[c], xv[i], acc[c][i]);
+    }
+  }
+
+  T* y = static_cast<T*>(p.y);
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    if (c0 + c >= n_co) break;
+    T* yrow = y + b * p.y_stride_b + (co0 + c0 + c) * p.y_stride_c;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t j = j0 + lane + 32 * i;
+      if (j < p.out_length) yrow[j * p.y_stride_l] = from_acc<T>(activate(p.activation, acc[c][i] + bs[c0 + c]));
+    }
+  }
+}
+
+bool narrow_tile_enabled() {
+  static const bool off = env_equals("CONVKIT_DENSE_NARROW_TILE", "0");
+  return !off;
+}
+
+// The tiled shape's x window per input channel, or 0 where its shared memory would pass kTileSmem.
+int64_t narrow_tile_span(const Conv1dParams& p) {
+  const int64_t cin_g = p.in_channels / p.groups;
+  const int64_t span = (kTileN - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1;
+  const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
+  if (span >= (int64_t{1} << 20) || (cin_g * p.kernel_size * kTileCo + cin_g * span) * elt > kTileSmem) return 0;
+  return span;
+}
+
 // The two block shapes (see the top of the file): threads, positions and channels per thread.
 struct NarrowShape {
   int threads, v, cot;
@@ -219,11 +331,28 @@ bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   const int64_t cin_g = p.in_channels / p.groups;
   return cin_g >= 1 && cin_g <= kMaxCinG && p.kernel_size >= 1 && cin_g * p.kernel_size <= kMaxRed &&
-         narrow_tiles(p, kRuns) < (int64_t{1} << 31) && narrow_tiles(p, kCoalesced) < (int64_t{1} << 31);
+         narrow_tiles(p, kRuns) < (int64_t{1} << 31) && narrow_tiles(p, kCoalesced) < (int64_t{1} << 31) &&
+         narrow_tiles(p, NarrowShape{kTileN, 1, kTileCo}) < (int64_t{1} << 31);
 }
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
+  const int64_t span = narrow_tile_enabled() ? narrow_tile_span(p) : 0;
+  if (span > 0) {
+    const int64_t cout_g = p.out_channels / p.groups;
+    const int64_t tiles =
+        p.batch * p.groups * ceil_div(p.out_length, int64_t{kTileN}) * ceil_div(cout_g, int64_t{kTileCo});
+    if (tiles == 0) return cudaSuccess;
+    // (fewer warps where the group has fewer channels than a tile: idle warps would only load)
+    const int warps = static_cast<int>(std::min<int64_t>(kTileWarps, ceil_div(cout_g, int64_t{8})));
+    const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
+    const size_t smem = static_cast<size_t>((p.in_channels / p.groups) * (p.kernel_size * kTileCo + span) * elt);
+    CONVKIT_DISPATCH_DTYPE(p.dtype, {
+      conv1d_fwd_dense_narrow_tile_kernel<scalar_t>
+          <<<static_cast<unsigned>(tiles), 32 * warps, smem, stream>>>(p, static_cast<int>(span));
+    });
+    return cudaGetLastError();
+  }
   const bool coalesced = narrow_coalesced(p.dtype);
   const int64_t tiles = narrow_tiles(p, coalesced ? kCoalesced : kRuns);
   if (tiles == 0) return cudaSuccess;
