@@ -587,6 +587,9 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
 // (kb76: S 3, D 4: offsets 0, -1, -2, one tap per phase, K' 3). Its output (B, S * Cin, lq) is the
 // (B, S, Cin, lq) phase buffer the interleave reads. Only groups == 1, only where the same kernel as
 // the phases runs it, K' <= 8 and at most 3x the phases' MMAs (S * K' against their taps in all).
+// Where the phases run the narrow_out kernel (few input channels: wav2vec2's first layer, Cin 1 at stride 5), the
+// unified form is the default (session 38): each phase there reads all of dy for a few FMAs per element, so S
+// passes over dy become one; S * Cin up to 8 (narrow_out8). CONVKIT_GI_UNIFIED=0 turns that off too.
 bool gi_unified() {
   static const bool on = env_equals("CONVKIT_GI_UNIFIED", "1");
   return on;
@@ -613,10 +616,16 @@ Conv1dParams unified_grad_input_params(const Conv1dParams& p, const UnifiedGradI
   return q;
 }
 
+bool gi_unified_narrow() {
+  static const bool off = env_equals("CONVKIT_GI_UNIFIED", "0");
+  return !off;
+}
+
 UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases,
                                     const Choice& gi, int64_t lq) {
   UnifiedGradInput u;
-  if (p.stride < 2 || p.groups != 1) return u;
+  const bool narrow = gi.launch == &launch_conv1d_fwd_dense_narrow_out;
+  if (p.stride < 2 || p.groups != 1 || !(narrow ? gi_unified_narrow() : gi_unified())) return u;
   int64_t o_min = 0, o_max = 0, n_taps = 0;
   bool any = false;
   for (const GradInputPhase& ph : phases) {
@@ -637,6 +646,13 @@ UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<Gra
   c.shift = o_min > 0 ? o_min : 0;
   c.pad = o_min < 0 ? -o_min : 0;
   if (p.out_length - c.shift < 1) return u;
+  if (narrow) {
+    const Conv1dParams uq = unified_grad_input_params(p, c, lq);
+    c.launch = conv1d_fwd_dense_narrow_out_supports(uq)    ? &launch_conv1d_fwd_dense_narrow_out
+               : conv1d_fwd_dense_narrow_out8_supports(uq) ? &launch_conv1d_fwd_dense_narrow_out8
+                                                           : nullptr;
+    return c.launch != nullptr ? c : u;
+  }
   const Choice k = choose_dense_forward(unified_grad_input_params(p, c, lq), "conv1d_bwd_input", false);
   if (k.launch == nullptr || k.launch != gi.launch) return u;
   c.launch = k.launch;
@@ -901,8 +917,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
     const int64_t lq = (p.in_length + p.stride - 1) / p.stride;
     // phases4: the phase outputs as a (B, S, Cin, lq) view, to be interleaved into dx
     at::Tensor phases4;
-    const UnifiedGradInput u =
-        buffered && gi_unified() && !gi_tma ? unified_grad_input(p, phases, gi, lq) : UnifiedGradInput{};
+    const UnifiedGradInput u = buffered && !gi_tma ? unified_grad_input(p, phases, gi, lq) : UnifiedGradInput{};
     if (u.launch != nullptr) {
       Conv1dParams q = unified_grad_input_params(p, u, lq);
       set_x_shifted(q, dy, u.shift);
@@ -910,7 +925,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
       set_w(q, wt);
       const at::Tensor ubuf = new_output({p.batch, p.stride * p.in_channels, lq}, dx.options());
       set_y(q, ubuf);
-      launch_choice(gi, q, opts);
+      launch_choice(Choice{u.launch, gi.name, false, gi.workspace_bytes}, q, opts);
       phases4 = ubuf.view({p.batch, p.stride, p.in_channels, lq});
     } else {
       // rows padded to 16 bytes: the phase kernels' epilogues store whole 16-byte vectors only into aligned rows

@@ -1,5 +1,6 @@
 """convkit's CUDA kernels against torch in float64: forward and every gradient, every dtype."""
 import os
+import re
 import secrets
 import threading
 import pytest
@@ -1959,6 +1960,21 @@ def test_dense_narrow_out_few_output_channels(case, dtype, w_fp32, poison_output
     fits = red <= (1024 if dtype == torch.float64 else 2048)
     assert names[part].endswith("_dense_narrow_out") == fits, names
     check_case(x, w, b, S, P, D, G, dtype, activation="gelu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_dense_narrow_out_grad_input_phases_in_one_pass(dtype, poison_outputs):
+    """Where the grad-input's stride phases run the narrow_out kernel, they run as one convolution of dy with the
+    phases as output channels (dispatch.cpp, unified_grad_input): w2v_first_like (S 5, Cin 1: five channels) and
+    cin4_s2 (S 2, Cin 4: eight, one phase without a tap at one offset: zero weights) on the 8-channel shape,
+    instead of one pass over dy per phase (1 or 4 channels); all four results against float64 torch."""
+    for name in ("w2v_first_like", "cin4_s2"):
+        _, B, Cin, Cout, K, L, S, P, D, G, _, _ = next(c for c in NARROW_OUT_CASES if c[0] == name)
+        x, w, b = make_inputs(B, Cin, Cout, K, L, G, dtype)
+        ran = cuda_kernel_names(lambda: check_case(x, w, b, S, P, D, G, dtype, activation="gelu"))
+        narrow = sorted(n for n in ran if "conv1d_fwd_dense_narrow_kernel" in n)
+        assert any(re.search(r"narrow_kernel<[^,]+, 128, 8, 8, 1024>", n) for n in narrow), narrow
+        assert not any(re.search(r"narrow_kernel<[^,]+, 128, 8, [14], 2048>", n) for n in narrow), narrow
 
 
 def test_dense_narrow_out_switch_off():

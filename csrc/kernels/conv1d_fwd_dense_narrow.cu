@@ -40,6 +40,8 @@ constexpr int kMaxRed = 64;              // Cin/groups * K
 constexpr int kMaxCinG = 7;              // Cin/groups (8 and more: the tensor-core / fp32 tile kernels)
 constexpr int kMaxCoutGOut = 4;          // narrow_out: Cout/groups
 constexpr int kMaxRedOut = 2048;         // narrow_out: Cin/groups * K (fp32 accumulators; half for fp64)
+constexpr int kMaxCoutGOut8 = 8;         // narrow_out8: Cout/groups (the grad-input's phases as channels)
+constexpr int kMaxRedOut8 = 1024;        // narrow_out8: Cin/groups * K (the weights' 32 KB)
 
 // The kV values of one output channel, rounded to T, at dst (contiguous), with the widest stores its
 // alignment allows.
@@ -294,6 +296,7 @@ struct NarrowShape {
 constexpr NarrowShape kRuns{128, 8, 8};
 constexpr NarrowShape kCoalesced{256, 1, 16};
 constexpr NarrowShape kOut{128, 8, kMaxCoutGOut};
+constexpr NarrowShape kOut8{128, 8, kMaxCoutGOut8};
 constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no FMAs on zero weights)
 
 // The kV = 1 shape for 4- and 8-byte dtypes; CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces it on / off
@@ -376,6 +379,24 @@ cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream
   if (tiles == 0) return cudaSuccess;
   if (one) return launch_shape<kOut1.threads, kOut1.v, kOut1.cot, kMaxRedOut>(p, tiles, stream);
   return launch_shape<kOut.threads, kOut.v, kOut.cot, kMaxRedOut>(p, tiles, stream);
+}
+
+// 5..8 output channels per group (dispatch.cpp gives it only the grad-input's stride phases as one convolution,
+// unified_grad_input: wav2vec2's first layer, Cin 1 at stride 5, reads dy once instead of once per phase).
+bool conv1d_fwd_dense_narrow_out8_supports(const Conv1dParams& p) {
+  if (!narrow_out_enabled()) return false;
+  if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups || p.kernel_size < 1) return false;
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int64_t max_red = p.dtype == DType::kFloat64 ? kMaxRedOut8 / 2 : kMaxRedOut8;
+  return cin_g > kMaxCinG && cout_g > kMaxCoutGOut && cout_g <= kMaxCoutGOut8 && cin_g * p.kernel_size <= max_red &&
+         narrow_tiles(p, kOut8) < (int64_t{1} << 31);
+}
+
+cudaError_t launch_conv1d_fwd_dense_narrow_out8(const Conv1dParams& p, cudaStream_t stream) {
+  if (!conv1d_fwd_dense_narrow_out8_supports(p)) return cudaErrorInvalidValue;
+  const int64_t tiles = narrow_tiles(p, kOut8);
+  if (tiles == 0) return cudaSuccess;
+  return launch_shape<kOut8.threads, kOut8.v, kOut8.cot, kMaxRedOut8>(p, tiles, stream);
 }
 
 }  // namespace convkit

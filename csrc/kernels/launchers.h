@@ -39,6 +39,10 @@ cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t s
 // CONVKIT_DENSE_NARROW_OUT=0 switches it off (supports() is then false).
 bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream);
+// ... and with 5..8 output channels per group, reductions up to 1024 (512 in fp64): for the grad-input's stride
+// phases as one convolution (dispatch.cpp, unified_grad_input).
+bool conv1d_fwd_dense_narrow_out8_supports(const Conv1dParams& p);
+cudaError_t launch_conv1d_fwd_dense_narrow_out8(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward on tensor cores (fp16/bf16 input, weights fp16/bf16 or fp32; mma.sync
 // implicit GEMM, kernels/conv1d_fwd_dense_mma.cu); dispatch.cpp also runs stride-1 grad-input on it.
