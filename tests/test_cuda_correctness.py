@@ -1872,20 +1872,6 @@ def test_dense_narrow_forward_matches_float64_torch(case, dtype, poison_outputs)
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_dense_narrow_tiled_shape(dtype, poison_outputs):
-    """The narrow forward's tiled shape (x window and weights in shared memory, 64 channels x 256 positions a block)
-    runs where its shared memory fits; the per-thread shapes where it does not (d6000_untiled)."""
-    for name in ("w2v_first_cout520", "d6000_untiled"):
-        _, B, Cin, Cout, K, L, stride, padding, dilation, groups = next(c for c in NARROW_CASES if c[0] == name)
-        x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
-        ran = cuda_kernel_names(lambda: convkit.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation,
-                                                       groups=groups))
-        tiled = any("conv1d_fwd_dense_narrow_tile_kernel" in n for n in ran)
-        assert tiled == (name == "w2v_first_cout520"), sorted(ran)
-        assert tiled or any("conv1d_fwd_dense_narrow_kernel" in n for n in ran), sorted(ran)
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     x, _, _ = make_inputs(2, 2, 24, 10, 1001, 1, dtype)
@@ -1894,12 +1880,13 @@ def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
 
 
-# Without the tiled shape (CONVKIT_DENSE_NARROW_TILE=0) the narrow forward has two per-thread block shapes (8
-# positions x 8 channels per thread for 16-bit dtypes, one position x 16 channels for fp32 / fp64);
-# CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one for every dtype, so each dtype runs the shape it does not run by
-# default. Read once per process: NARROW_CASES run again in a child process.
+# The narrow forward has two per-thread block shapes (8 positions x 8 channels per thread for 16-bit dtypes, one
+# position x 16 channels for fp32 / fp64); CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces one for every dtype, so
+# each dtype runs the shape it does not run by default; CONVKIT_DENSE_NARROW_TILE=1 takes the tiled shape (x window
+# and weights in shared memory, 64 channels x 256 positions a block) where its shared memory fits, the per-thread
+# shapes elsewhere (d6000_untiled). Read once per process: NARROW_CASES run again in a child process.
 NARROW_SCRIPT = r"""
-import sys, torch, convkit
+import os, sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
 from reference import reference, assert_close
 from convkit.functional import resolve_padding
@@ -1918,15 +1905,22 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             pl, pr = resolve_padding(P, K, S, D)
             y_ref = reference(x, w, b, torch.zeros_like(y), S, pl, pr, D, G, "silu")[0]
             assert_close(y, y_ref, dtype, f"forward {name} {dtype} w {w_dtype}")
+            if os.environ.get("CONVKIT_DENSE_NARROW_TILE") == "1" and w_dtype == dtype == torch.bfloat16:
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
+                    torch.cuda.synchronize()
+                ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+                tiled = any("conv1d_fwd_dense_narrow_tile_kernel" in n for n in ran)
+                assert tiled == (name != "d6000_untiled"), (name, sorted(ran))
 print("forced narrow shape cases passed")
 """
 
 
-@pytest.mark.parametrize("coalesced", ["0", "1"])
-def test_dense_narrow_forced_shape(coalesced):
+@pytest.mark.parametrize("shape", ["runs", "coalesced", "tiled"])
+def test_dense_narrow_forced_shape(shape):
     run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "forced narrow shape cases passed",
-                     CONVKIT_DENSE_NARROW_COALESCED=coalesced, CONVKIT_DENSE_NARROW_TILE="0",
-                     CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_DENSE_NARROW_COALESCED="1" if shape == "coalesced" else "0",
+                     CONVKIT_DENSE_NARROW_TILE="1" if shape == "tiled" else "0", CONVKIT_POISON_OUTPUTS="1")
 
 
 # Few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8) on the narrow kernel

@@ -9,8 +9,8 @@
 // positions of one batch row; a thread computes kV consecutive positions x kCoT channels: for every
 // (ci, k) of the reduction it loads the kV x values its positions need (one L1-resident window per
 // warp) and does kV * kCoT FMAs with weights broadcast from shared memory; bias + activation in the
-// epilogue. (Since session 38 the tiled shape below is the default wherever its shared memory fits; these two
-// per-thread shapes serve the rest and CONVKIT_DENSE_NARROW_TILE=0.) Two shapes:
+// epilogue. (A tiled shape below, x window and weights in shared memory, is opt-in: CONVKIT_DENSE_NARROW_TILE=1.)
+// Two shapes:
 //  * 128 threads, kV 8, kCoT 8 (16-bit dtypes; w2v_first bf16 1.27 ms on the H200): each channel's
 //    8 outputs leave as the widest stores their address allows. y rows of odd length (w2v: Lout 49999)
 //    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors,
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
   }
 }
 
-// The tiled shape (the default for the forward, session 38): a block of kTileWarps warps covers kTileCo = 8 *
+// The tiled shape (session 38, opt-in: CONVKIT_DENSE_NARROW_TILE=1): a block of kTileWarps warps covers kTileCo = 8 *
 // kTileWarps output channels x kTileN = 256 positions of one batch row and group. Its x window (every position its
 // outputs read, per input channel) and its weights go to shared memory first (fp32 / fp64, zeros outside x), so the
 // loop has no bounds checks and no global loads; warp w computes channels 8w .. 8w + 7, lane l the positions
@@ -187,7 +187,12 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 // instruction then writes 32 consecutive positions of one row (64 contiguous bytes in 16-bit, 128 in fp32),
 // whatever the row's alignment; the runs shape above wrote 2-byte pieces 16 bytes apart where rows are odd.
 // Shared memory: red * kTileCo weights + Cin/groups * ((kTileN - 1) S + (K - 1) D + 1) x values, at most
-// kTileSmem bytes (else the shapes above). CONVKIT_DENSE_NARROW_TILE=0 switches it off.
+// kTileSmem bytes less the static bias array (else the shapes above).
+// Measured (H200, bf16, CUDA graphs, session 38, with the channel tiles of one window next to each other in the
+// grid): w2v_first_k10s5 forward 1.322 ms against 1.274 for the runs shape, so the 2-byte stores were not what
+// bounded it. Both write each row in short pieces (512 bytes a block here, 2 KB there) while the blocks running at
+// once cover one position range of every row; the grid now runs the position tiles of one row band next to each
+// other instead (longer runs per DRAM page), not yet measured.
 constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
 
 template <typename T>
@@ -202,9 +207,9 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
   __shared__ A bs[kTileCo];
 
   const int64_t co_tiles = ceil_div(cout_g, int64_t{kTileCo}), j_tiles = ceil_div(p.out_length, int64_t{kTileN});
-  int64_t rest, ct, jt, g, b;  // the channel tiles of one x window next to each other
-  divmod(static_cast<int64_t>(blockIdx.x), co_tiles, rest, ct);
-  divmod(rest, j_tiles, rest, jt);
+  int64_t rest, ct, jt, g, b;  // the position tiles of one band of rows next to each other
+  divmod(static_cast<int64_t>(blockIdx.x), j_tiles, rest, jt);
+  divmod(rest, co_tiles, rest, ct);
   divmod(rest, p.groups, b, g);
   const int64_t co0 = g * cout_g + ct * kTileCo;
   const int n_co = static_cast<int>(min(int64_t{kTileCo}, cout_g - ct * kTileCo));
@@ -276,8 +281,8 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
 }
 
 bool narrow_tile_enabled() {
-  static const bool off = env_equals("CONVKIT_DENSE_NARROW_TILE", "0");
-  return !off;
+  static const bool on = env_equals("CONVKIT_DENSE_NARROW_TILE", "1");
+  return on;
 }
 
 // The tiled shape's x window per input channel, or 0 where its shared memory would pass kTileSmem.
@@ -285,7 +290,9 @@ int64_t narrow_tile_span(const Conv1dParams& p) {
   const int64_t cin_g = p.in_channels / p.groups;
   const int64_t span = (kTileN - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1;
   const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
-  if (span >= (int64_t{1} << 20) || (cin_g * p.kernel_size * kTileCo + cin_g * span) * elt > kTileSmem) return 0;
+  // (kTileSmem less the static bias array: the dynamic part's default limit is 48 KB with it)
+  if (span >= (int64_t{1} << 20) || (cin_g * p.kernel_size * kTileCo + cin_g * span + kTileCo) * elt > kTileSmem)
+    return 0;
   return span;
 }
 

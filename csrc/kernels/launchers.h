@@ -29,8 +29,8 @@ int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward with a narrow reduction, Cin/groups < 8 and Cin/groups * K <= 64, any dtype: direct
-// FMAs on x windows and weights in shared memory, 64 channels x 256 positions a block (or per thread from global
-// memory where the window does not fit; kernels/conv1d_fwd_dense_narrow.cu); dispatch.cpp also runs
+// FMAs, 8 positions x 8 channels per thread (CONVKIT_DENSE_NARROW_TILE=1: x windows and weights in shared memory,
+// 64 channels x 256 positions a block; kernels/conv1d_fwd_dense_narrow.cu); dispatch.cpp also runs
 // depthwise calls with a channel multiplier >= 8 on it (wav2vec2's first layer: Cin 1, Cout 512).
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream);
