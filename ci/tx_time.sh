@@ -6,7 +6,8 @@
 # e13 the raw loads and the barriers alone; wg4 CONVKIT_TMA_TX_WG4=1 (7 transposer warps, setmaxnreg) and wg4e8;
 # raw3 CONVKIT_TMA_TX_RAW=3 (three raw slots).
 # The harness checks the small cases against a CPU sum: `TX_TIME_CHECK=1` also runs them on e0, wg4 and raw3 first
-# (a "transposes=0" line: that build planned the copy instead).
+# (a "transposes=0" line: that build planned the copy instead). Timings without an activation (TX_TIME_ACT=3: GELU,
+# the harness's default; session 38 on an H200: FULL_kb76 14.1 ms with GELU against 2.4 ms without wgmma and epilogue).
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp}
 cases=${TX_TIME_CASES:-FULL_kb76 FULL_kb67 FULL_tcn FULL_wavenet}
@@ -31,11 +32,11 @@ wait
   fi
   for c in $cases; do
     echo "== $c"
-    CONVKIT_DENSE_TMA_TX=0 TXH_TIME=20 timeout 60 /tmp/txh_e0 $c | grep -E "TIME|sync: [^n]|CUDA" | sed 's/^/copy   /'
+    CONVKIT_DENSE_TMA_TX=0 TXH_TIME=20 timeout 60 /tmp/txh_e0 $c ${TX_TIME_ACT:-0} | grep -E "TIME|sync: [^n]|CUDA" | sed 's/^/copy   /'
     for v in $variants; do
       name=${v%%:*}
       [ -x /tmp/txh_$name ] || { echo "$name: no binary"; tail -5 /tmp/txh_$name.log; continue; }
-      CONVKIT_DENSE_TMA_TX=1 TXH_TIME=20 timeout 60 /tmp/txh_$name $c | grep -E "TIME|transposes=0|sync: [^n]|CUDA" | sed "s/^/$name  /"
+      CONVKIT_DENSE_TMA_TX=1 TXH_TIME=20 timeout 60 /tmp/txh_$name $c ${TX_TIME_ACT:-0} | grep -E "TIME|transposes=0|sync: [^n]|CUDA" | sed "s/^/$name  /"
     done
   done
 } 2>&1 | tee "$OUT/txtime.log"
