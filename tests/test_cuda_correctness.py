@@ -713,6 +713,40 @@ def test_dense_mma_forward_and_grad_input_match_float64_torch(case, dtype, poiso
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
+# The MMA_CASES whose stride-1 grad-input the one-pass TMA kernel takes on an sm_90a build (32 <= Cin/groups <= 64,
+# Cout/groups % 16 == 0: k3_same_d2, ring4_even_len) with CONVKIT_GI_FUSED_S1=0 (read once per process: a child
+# process), so the mma.sync grad-input and its 4-byte x ring keep a test there: dx against float64, poisoned outputs.
+MMA_GI_S1_SCRIPT = r"""
+import sys, torch, convkit
+from convkit.functional import resolve_padding
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+torch.manual_seed(0)
+for dtype in (torch.bfloat16, torch.float16):
+    for name, B, Cin, Cout, K, L, S, P, D, G in %r:
+        x = torch.randn(B, Cin, L, device="cuda").to(dtype)
+        w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+        assert convkit.explain(x, w, None, stride=S, padding=P, dilation=D, groups=G)["grad_input"] == \
+            "conv1d_bwd_input_dense_mma", name
+        xr = x.clone().requires_grad_()
+        y = convkit.conv1d(xr, w, None, stride=S, padding=P, dilation=D, groups=G)
+        dy = torch.randn_like(y)
+        (dx,) = torch.autograd.grad(y, xr, dy)
+        pl, pr = resolve_padding(P, K, S, D)
+        assert_close(dx, reference(x, w, None, dy, S, pl, pr, D, G)[1], dtype, f"grad_input {name} {dtype}")
+print("mma.sync stride-1 grad-input cases passed")
+"""
+
+
+def test_dense_mma_grad_input_where_one_pass_is_default():
+    if not runs_sm90a_code():
+        pytest.skip("the one-pass grad-input (and so this switch) is for sm_90 devices with an sm_90a build")
+    cases = [c for c in MMA_CASES if c[0] in ("k3_same_d2", "ring4_even_len")]
+    assert all(fused_grad_input_expected(*c[2:5], *c[6:10], torch.bfloat16) for c in cases)
+    run_child_script(MMA_GI_S1_SCRIPT % (cases,), "mma.sync stride-1 grad-input cases passed",
+                     CONVKIT_GI_FUSED_S1="0", CONVKIT_POISON_OUTPUTS="1")
+
+
 TAP_ROWS_GRAD_WEIGHT = "tap_rows + conv1d_bwd_weight_dense_tma"
 
 
