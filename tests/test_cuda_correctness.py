@@ -2035,6 +2035,44 @@ print("narrow_out off cases passed")
                      CONVKIT_POISON_OUTPUTS="1")
 
 
+def test_dense_narrow_out_lanes_shape():
+    """CONVKIT_DENSE_NARROW_OUT_LANES=1 (opt-in, read once per process): the narrow_out / narrow_out8 calls run the
+    lanes shape (a warp on 256 consecutive-lane outputs of every output channel); NARROW_OUT_CASES forward and
+    gradients against float64 in a child process, every dtype, fp32 weights beside 16-bit input, the kernel that
+    ran. (A reduction the case's dtype does not fit, red_2048 and gi_phases_1024_2048 in fp64, takes other kernels.)"""
+    script = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+torch.backends.cudnn.allow_tf32 = False
+for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+    for name, B, Cin, Cout, K, L, S, P, D, G, part, red in @CASES@:
+        for w_dtype in ((dtype, torch.float32) if dtype in (torch.float16, torch.bfloat16) else (dtype,)):
+            x = torch.randn(B, Cin, L, device="cuda").to(dtype).requires_grad_()
+            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(w_dtype).requires_grad_()
+            b = torch.randn(Cout, device="cuda").to(w_dtype)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+                dy = torch.randn_like(y)
+                y.backward(dy)
+                torch.cuda.synchronize()
+            ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+            fits = red <= (1024 if dtype == torch.float64 else 2048)
+            assert any("narrow_out_lanes_kernel" in n for n in ran) == fits, (name, dtype, sorted(ran))
+            pl, pr = resolve_padding(P, K, S, D)
+            y_ref, dx_ref, dw_ref = reference(x.detach(), w.detach(), b, dy, S, pl, pr, D, G, "gelu")[:3]
+            what = f"{name} {dtype} w {w_dtype}"
+            assert_close(y, y_ref, dtype, "forward " + what)
+            assert_close(x.grad, dx_ref, dtype, "grad_input " + what)
+            assert_close(w.grad, dw_ref, dtype, "grad_weight " + what)
+print("narrow_out lanes cases passed")
+""".replace("@CASES@", repr(NARROW_OUT_CASES))
+    run_child_script(script, "narrow_out lanes cases passed", CONVKIT_DENSE_NARROW_OUT_LANES="1",
+                     CONVKIT_POISON_OUTPUTS="1")
+
+
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
 @pytest.mark.parametrize("case", F32_CASES, ids=[c[0] for c in F32_CASES])
 def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison_outputs):

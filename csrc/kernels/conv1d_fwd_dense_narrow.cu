@@ -296,6 +296,126 @@ int64_t narrow_tile_span(const Conv1dParams& p) {
   return span;
 }
 
+// The few-output-channel use (narrow_out, narrow_out8) with lanes on consecutive positions (session 38, opt-in:
+// CONVKIT_DENSE_NARROW_OUT_LANES=1): a warp computes 256 outputs (lane + 32 i, i < 8) of every output channel of the
+// group (kCoT >= Cout/groups: 1, 4 or 8), a block four warps on consecutive ranges, the weights in shared memory.
+// Each x load instruction of a warp then reads 32 consecutive positions of one row (64 contiguous bytes in 16-bit
+// at stride 1) where the per-thread shape's (8 consecutive positions per thread) touched 16 sectors 16 bytes apart.
+// Aim: w2v_first's grad-input (its five phases as one convolution, narrow_out8), 1.392 ms on the H200 for 819 MB of
+// dy, about 590 GB/s. Not yet measured.
+constexpr int kLanesWarps = 4, kLanesN = 256 * kLanesWarps;
+
+template <typename T, int kCoT>
+__global__ void __launch_bounds__(32 * kLanesWarps) conv1d_fwd_dense_narrow_out_lanes_kernel(const Conv1dParams p) {
+  using A = typename AccOf<T>::type;
+  constexpr int kR = static_cast<int>(32768 / sizeof(A)) / kCoT;  // reductions up to kR: 32 KB of weights
+  __shared__ __align__(16) A ws[kR * kCoT];                        // [ci * K + k][c]
+  __shared__ A bs[kCoT];
+  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
+  const int K = static_cast<int>(p.kernel_size);
+  const int red = static_cast<int>(cin_g) * K;
+  const int n_co = static_cast<int>(cout_g);  // <= kCoT (the launcher)
+  const int64_t j_tiles = ceil_div(p.out_length, int64_t{kLanesN});
+  int64_t rest, jt, g, b;
+  divmod(static_cast<int64_t>(blockIdx.x), j_tiles, rest, jt);
+  divmod(rest, p.groups, b, g);
+  const int64_t co0 = g * cout_g;
+  for (int i = threadIdx.x; i < red * kCoT; i += blockDim.x) {
+    const int r = i / kCoT, c = i - r * kCoT;
+    const int ci = r / K, k = r - ci * K;
+    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
+                                                              k * p.w_stride_k))
+                     : A(0);
+  }
+  if (threadIdx.x < kCoT)
+    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
+                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
+                          : A(0);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t jw = jt * kLanesN + warp * 256;  // the warp's first output
+  if (jw >= p.out_length) return;
+  const int64_t S = p.stride, D = p.dilation, L = p.in_length, sl = p.x_stride_l;
+  // every x position the warp's 256 outputs read (also those past out_length) inside the row: no bounds checks
+  const bool interior = jw * S - p.pad_left >= 0 && (jw + 255) * S - p.pad_left + (K - 1) * D < L;
+  A acc[kCoT][8];
+#pragma unroll
+  for (int c = 0; c < kCoT; ++c)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[c][i] = A(0);
+  const T* xg = static_cast<const T*>(p.x) + b * p.x_stride_b + g * cin_g * p.x_stride_c;
+  const int64_t pos_lane = (jw + lane) * S - p.pad_left;  // tap 0's x position for the lane's first output
+  const int64_t step = 32 * S;                             // positions between the lane's outputs
+  for (int ci = 0, r = 0; ci < cin_g; ++ci) {
+    const T* xrow = xg + ci * p.x_stride_c;
+    for (int k = 0; k < K; ++k, ++r) {
+      const int64_t pos = pos_lane + k * D;
+      A xv[8];
+      if (interior) {
+        const T* xp = xrow + pos * sl;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xv[i] = static_cast<A>(to_acc(raw_load(xp, i * step * sl)));
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int64_t q = pos + i * step;
+          xv[i] = q >= 0 && q < L ? static_cast<A>(load<T>(xrow, q * sl)) : A(0);
+        }
+      }
+      A wv[kCoT];
+      if constexpr (sizeof(A) == 4 && kCoT % 4 == 0) {
+#pragma unroll
+        for (int c = 0; c < kCoT; c += 4) {
+          const float4 w4 = *reinterpret_cast<const float4*>(ws + r * kCoT + c);
+          wv[c] = w4.x, wv[c + 1] = w4.y, wv[c + 2] = w4.z, wv[c + 3] = w4.w;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < kCoT; ++c) wv[c] = ws[r * kCoT + c];
+      }
+#pragma unroll
+      for (int c = 0; c < kCoT; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[c][i] = fma(wv[c], xv[i], acc[c][i]);
+    }
+  }
+
+  T* y = static_cast<T*>(p.y);
+#pragma unroll
+  for (int c = 0; c < kCoT; ++c) {
+    if (c >= n_co) break;
+    T* yrow = y + b * p.y_stride_b + (co0 + c) * p.y_stride_c;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t j = jw + lane + 32 * i;
+      if (j < p.out_length) yrow[j * p.y_stride_l] = from_acc<T>(activate(p.activation, acc[c][i] + bs[c]));
+    }
+  }
+}
+
+bool narrow_out_lanes_enabled() {
+  static const bool on = env_equals("CONVKIT_DENSE_NARROW_OUT_LANES", "1");
+  return on;
+}
+
+// The lanes shape for a call narrow_out or narrow_out8 supports (their reduction limits are within kR).
+cudaError_t launch_narrow_out_lanes(const Conv1dParams& p, cudaStream_t stream) {
+  const int64_t cout_g = p.out_channels / p.groups;
+  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, int64_t{kLanesN});
+  if (tiles == 0) return cudaSuccess;
+  if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    if (cout_g == 1)
+      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 1><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+    else if (cout_g <= 4)
+      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 4><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+    else
+      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 8><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+  });
+  return cudaGetLastError();
+}
+
 // The two block shapes (see the top of the file): threads, positions and channels per thread.
 struct NarrowShape {
   int threads, v, cot;
@@ -381,6 +501,7 @@ bool conv1d_fwd_dense_narrow_out_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow_out(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_out_supports(p)) return cudaErrorInvalidValue;
+  if (narrow_out_lanes_enabled()) return launch_narrow_out_lanes(p, stream);
   const bool one = p.out_channels == p.groups;
   const int64_t tiles = narrow_tiles(p, one ? kOut1 : kOut);
   if (tiles == 0) return cudaSuccess;
@@ -401,6 +522,7 @@ bool conv1d_fwd_dense_narrow_out8_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow_out8(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_out8_supports(p)) return cudaErrorInvalidValue;
+  if (narrow_out_lanes_enabled()) return launch_narrow_out_lanes(p, stream);
   const int64_t tiles = narrow_tiles(p, kOut8);
   if (tiles == 0) return cudaSuccess;
   return launch_shape<kOut8.threads, kOut8.v, kOut8.cot, kMaxRedOut8>(p, tiles, stream);
