@@ -1,4 +1,5 @@
 import os
+import zlib
 
 import pytest
 import torch
@@ -10,12 +11,13 @@ HAS_CUDA = torch.cuda.is_available() and convkit.cuda_built()
 
 def pytest_collection_modifyitems(config, items):
     # CONVKIT_TEST_SHARD=i/n: this process runs share i of n (ci/gpu_check.sh runs n at once on one GPU): every
-    # test marked `large` in share 0 (two of them at once could exceed the GPU's memory), the rest dealt in turn.
+    # test marked `large` in share 0 (two of them at once could exceed the GPU's memory), the rest by a hash of their
+    # ids (dealing them in turn put every slow parametrization of a test into one share: session 38).
     shard = os.environ.get("CONVKIT_TEST_SHARD")
     if shard:
         i, n = (int(v) for v in shard.split("/"))
         small = [item for item in items if "large" not in item.keywords]
-        keep = {id(item) for k, item in enumerate(small) if k % n == i}
+        keep = {id(item) for item in small if zlib.crc32(item.nodeid.encode()) % n == i}
         if i == 0:
             keep |= {id(item) for item in items if "large" in item.keywords}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in keep])
