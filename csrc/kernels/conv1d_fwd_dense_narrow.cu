@@ -195,6 +195,24 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 // other instead (longer runs per DRAM page), not yet measured.
 constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
 
+// The weights of output channels co0 .. co0 + n_co - 1 into ws[r][width] (r = ci * K + k; zeros past n_co) and their
+// biases into bs[width], by the block's threads (the caller's barrier follows). The tiled and lanes shapes.
+template <typename T, typename A>
+__device__ __forceinline__ void stage_weights(const Conv1dParams& p, A* ws, A* bs, int64_t co0, int n_co, int red,
+                                              int K, int width) {
+  for (int i = threadIdx.x; i < red * width; i += blockDim.x) {
+    const int r = i / width, c = i - r * width;
+    const int ci = r / K, k = r - ci * K;
+    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
+                                                              k * p.w_stride_k))
+                     : A(0);
+  }
+  if (static_cast<int>(threadIdx.x) < width)
+    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
+                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
+                          : A(0);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_kernel(const Conv1dParams p, int span) {
   using A = typename AccOf<T>::type;
@@ -216,17 +234,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
   const int64_t j0 = jt * kTileN;
   const int64_t pos0 = j0 * S - p.pad_left;  // x position of local window index 0
 
-  for (int i = threadIdx.x; i < red * kTileCo; i += blockDim.x) {
-    const int r = i / kTileCo, c = i - r * kTileCo;
-    const int ci = r / K, k = r - ci * K;
-    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
-                                                              k * p.w_stride_k))
-                     : A(0);
-  }
-  if (threadIdx.x < kTileCo)
-    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
-                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
-                          : A(0);
+  stage_weights<T>(p, ws, bs, co0, n_co, red, K, kTileCo);
   const int64_t x_row0 = b * p.x_stride_b + g * cin_g * p.x_stride_c;
   for (int ci = 0; ci < cin_g; ++ci) {
     const int64_t row = x_row0 + ci * p.x_stride_c;
@@ -320,17 +328,7 @@ __global__ void __launch_bounds__(32 * kLanesWarps) conv1d_fwd_dense_narrow_out_
   divmod(static_cast<int64_t>(blockIdx.x), j_tiles, rest, jt);
   divmod(rest, p.groups, b, g);
   const int64_t co0 = g * cout_g;
-  for (int i = threadIdx.x; i < red * kCoT; i += blockDim.x) {
-    const int r = i / kCoT, c = i - r * kCoT;
-    const int ci = r / K, k = r - ci * K;
-    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
-                                                              k * p.w_stride_k))
-                     : A(0);
-  }
-  if (threadIdx.x < kCoT)
-    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
-                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
-                          : A(0);
+  stage_weights<T>(p, ws, bs, co0, n_co, red, K, kCoT);
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
