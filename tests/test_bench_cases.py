@@ -69,3 +69,21 @@ def test_accuracy_report_runs_on_cpu():
         limit = 1e-5 if r["dtype"] == "float32" else 2e-2
         for t in accuracy.TENSORS:
             assert 0 < r[f"convkit_{t}"] < limit, (r, t)
+
+
+def test_activation_option_times_torch_unfused_form_of_each_fused_activation():
+    """`--activation A` times convkit's fused A(conv + b) against torch's unfused one: the bench must know every
+    activation convkit takes, and its torch form must compute what convkit's activation means (on the CPU convkit
+    runs torch's conv with its own reference activation)."""
+    import torch
+    import torch.nn.functional as F
+
+    import convkit
+    from convkit import ops
+
+    assert set(bench.TORCH_ACT) == set(ops.ACTIVATIONS)
+    x, w, b = (torch.randn(*s, dtype=torch.float64) for s in ((2, 3, 17), (4, 3, 3), (4,)))
+    for act in ops.ACTIVATIONS:
+        want = convkit.conv1d(x, w, b, padding=1, activation=act)
+        got = bench.TORCH_ACT[act](F.conv1d(x, w, b, padding=1))
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -14,6 +14,10 @@ the ratio (torch / convkit: > 1 means convkit is faster) and each one's percent 
 Dtypes: "float32" runs both libraries with torch's default flags (torch.backends.cudnn.allow_tf32 True:
 TF32 allowed for convolutions, which convkit's dense fp32 kernel follows); "float32_ieee" sets the flag
 to False for both (IEEE fp32 everywhere). Depthwise kernels are IEEE fp32 either way.
+
+--activation silu|relu|gelu times convkit's fused epilogue (convkit.conv1d(..., activation=...), one
+kernel) against torch's unfused act(F.conv1d(...)) on the same tensors; the floor is the same as
+without it (the fused kernel moves the same bytes), rows' cases carry a "+act" suffix.
 """
 import argparse
 import json
@@ -133,12 +137,16 @@ def force_generic(on):
             os.environ["CONVKIT_FORCE_GENERIC"] = old
 
 
-def run_case(case, dtype_name, directions, compare_generic, graph=False, layout="bcl"):
+# torch's unfused form of each fused activation (exact-erf GELU, as convkit's)
+TORCH_ACT = {None: lambda t: t, "relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+
+
+def run_case(case, dtype_name, directions, compare_generic, graph=False, layout="bcl", activation=None):
     with tf32_allowed(DTYPES[dtype_name][1]):
-        return _run_case(case, dtype_name, directions, compare_generic, graph, layout)
+        return _run_case(case, dtype_name, directions, compare_generic, graph, layout, activation)
 
 
-def _run_case(case, dtype_name, directions, compare_generic, graph, layout):
+def _run_case(case, dtype_name, directions, compare_generic, graph, layout, activation=None):
     dtype = DTYPES[dtype_name][0]
     B, Cin, Cout, K, L = (case[k] for k in ("B", "Cin", "Cout", "K", "L"))
     stride, dilation, groups, padding = case["stride"], case["dilation"], case["groups"], case["padding"]
@@ -151,11 +159,13 @@ def _run_case(case, dtype_name, directions, compare_generic, graph, layout):
     b = torch.randn(Cout, device="cuda", dtype=dtype)
     kw = dict(stride=stride, dilation=dilation, groups=groups)
 
+    act = TORCH_ACT[activation]
+
     def ck():
-        return convkit.conv1d(x, w, b, padding=padding, **kw)
+        return convkit.conv1d(x, w, b, padding=padding, activation=activation, **kw)
 
     def tc():  # torch has no 'causal': pad explicitly (the pad is part of what a torch user pays)
-        return F.conv1d(F.pad(x, (pl, pr)) if pl != pr else x, w, b, padding=0 if pl != pr else pl, **kw)
+        return act(F.conv1d(F.pad(x, (pl, pr)) if pl != pr else x, w, b, padding=0 if pl != pr else pl, **kw))
 
     rows = []
     y = ck()
@@ -187,7 +197,8 @@ def _run_case(case, dtype_name, directions, compare_generic, graph, layout):
                 t.requires_grad_(False)
                 t.grad = None
         fl = floor_ms(case, dtype_name, lout, direction)
-        row = {"case": case["name"] + ("" if layout == "bcl" else f"[{layout}]"), "family": case["family"],
+        suffix = ("" if layout == "bcl" else f"[{layout}]") + (f"+{activation}" if activation else "")
+        row = {"case": case["name"] + suffix, "family": case["family"], "activation": activation,
                "dtype": dtype_name, "layout": layout,
                "direction": direction, "timing": "cuda_graph" if graph else "eager", "convkit_ms": res["convkit"], "torch_ms": res["torch"], "floor_ms": fl,
                "kernel": kernel if direction == "fwd" else f"{kernel} + {names['grad_input']}"
@@ -250,6 +261,8 @@ def main(argv=None):
                          "per-call host time (which dominates cases under ~0.2 ms in eager mode)")
     ap.add_argument("--layout", choices=["bcl", "blc"], default="bcl",
                     help="input memory: (B, C, L) contiguous, or (B, L, C) seen through transpose(1, 2)")
+    ap.add_argument("--activation", choices=sorted(a for a in TORCH_ACT if a),
+                    help="convkit's fused activation(conv + bias) against torch's unfused one")
     ap.add_argument("--streaming", action="store_true",
                     help="instead of the suite: causal_conv1d_update (B 1 / 64 / 256, C 4096, K 4, bf16) and a "
                          "chunked causal call against torch (convkit/bench_streaming.py)")
@@ -290,7 +303,8 @@ def main(argv=None):
         cases = []
     for case in cases:
         for dtype in dtypes:
-            for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph, args.layout):
+            for r in run_case(case, dtype, directions, args.compare_generic, args.cuda_graph, args.layout,
+                              args.activation):
                 print(fmt_row(r), flush=True)
                 rows.append(r)
             save()
