@@ -40,7 +40,8 @@
 #                                        # (MICRO_FLAGS2="...": the same parts again with those flags)
 #
 # The device tool brings back at most 8 files from $OUT: this writes summary.txt (GPU, build, config,
-# test counts), build.log, tests.log, bench.json / bench.log (bench2.* with BENCH2_ARGS), extra.log.
+# test counts), build.log, tests.log, test_times.txt (each test's seconds), bench.json / bench.log (bench2.* with
+# BENCH2_ARGS), extra.log.
 # Defaults suit the H200 device machine: MAX_JOBS=16, TORCH_CUDA_ARCH_LIST=9.0a (halves the build;
 # the "a" keeps the sm_90a-only wgmma kernels).
 set -uo pipefail
@@ -177,6 +178,8 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   junit=""
   [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
   shards=${PYTEST_SHARDS:-1}
+  export CONVKIT_TEST_TIMES="$OUT/test_times.txt"  # every test's time as it ends (tests/conftest.py)
+  rm -f "$CONVKIT_TEST_TIMES"
   if [ "$shards" -le 1 ]; then
     eval "timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest '$repo/tests' -q -rs -p no:cacheprovider --durations=20 $junit ${PYTEST_ARGS:-}" \
       >"$OUT/tests.log" 2>&1
@@ -200,6 +203,7 @@ for line in sys.stdin:
 print(', '.join(f'{n} {w}' for w, n in c.items()) + ' ($shards shares)')" >> "$OUT/tests.log"
   fi
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
+  echo "slowest tests (seconds outcome phase id; all in test_times.txt):"; sort -rn "$CONVKIT_TEST_TIMES" | head -15
   echo "tests: $(tail -1 "$OUT/tests.log") (exit $rc)" | tee -a "$OUT/summary.txt"
   [ $rc -eq 0 ] || status=1
 fi

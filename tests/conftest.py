@@ -31,6 +31,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report):
+    # CONVKIT_TEST_TIMES=FILE: one line per test phase that took time ("seconds outcome phase nodeid"), appended and
+    # flushed as each ends, so a run stopped by a time limit still says which tests ran and which were slow
+    # (ci/gpu_check.sh sets it; `sort -rn FILE | head` lists the slowest).
+    path = os.environ.get("CONVKIT_TEST_TIMES")
+    if path and (report.when == "call" or report.duration > 0.5):
+        with open(path, "a") as f:
+            f.write(f"{report.duration:.2f} {report.outcome} {report.when} {report.nodeid}\n")
+
+
 @pytest.fixture(autouse=True)
 def ieee_fp32():
     """torch allows TF32 in fp32 convolutions by default, and convkit's dense fp32 kernel follows that

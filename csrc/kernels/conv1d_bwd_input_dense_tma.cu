@@ -196,7 +196,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         }
       }
       warpgroup_sync(wgi);
-      wg::store_c_tile(p, q.cin_g, band, kPitch, 64, kBandCols, tid & 127, 128, b, g, ci0, i0 + hb * kBandCols);
+      wg::store_c_tile<T>(p, q.cin_g, band, kPitch, 64, kBandCols, tid & 127, 128, b, g, ci0, i0 + hb * kBandCols,
+                          kActNone);
       warpgroup_sync(wgi);  // the band's next write
     }
   }

@@ -270,7 +270,8 @@ __device__ __forceinline__ void mma_m64n256k16(float* d, uint64_t da, uint64_t d
 
 // Epilogue walk over a warpgroup's m64n128 accumulator fragments acc[mb][nb] (rows (wrow + mb) * 64 ..
 // + 63, columns nb * 128 .. + 127 of the tile): f(row, co, col, v0, v1) for each pair of adjacent columns of this
-// thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g), activated. With
+// thread, v = accumulator + bias of output channel co = co0 + row (no bias read past cout_g; the activation comes
+// after rounding, in wg::store_c_tile, except in the direct-epilogue experiment). With
 // only_mb / only_nb >= 0 (constants in the caller's unrolled loop), only that fragment.
 // (kernels/conv1d_fwd_dense_wgmma.cu has the same walk inline; both store the C tile with wg::store_c_tile.)
 template <typename T, int MW, int NB, typename F>
@@ -292,11 +293,7 @@ __device__ __forceinline__ void for_each_output_pair(const Conv1dParams& p, floa
         if (only_nb >= 0 && nb != only_nb) continue;
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
-          float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
-          if (p.activation != kActNone) {
-            v0 = activate(p.activation, v0);
-            v1 = activate(p.activation, v1);
-          }
+          const float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
           f(row, co, nb * 128 + 8 * i + 2 * (lane & 3), v0, v1);
         }
       }
@@ -651,6 +648,8 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
         for_each_output_pair<T, MW, NB>(p, acc, wrow, warp, lane, g, q.cout_g, co0,
                                         [&](int, int64_t co, int col, float v0, float v1) {
           if (co >= q.cout_g) return;
+          v0 = activate(p.activation, v0);
+          v1 = activate(p.activation, v1);
           const int64_t j = j0 + col;
           unsigned short* dst = yr + b * p.y_stride_b + (g * q.cout_g + co) * p.y_stride_c + j * p.y_stride_l;
           if (j + 1 < p.out_length && p.y_stride_l == 1 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0) {
@@ -664,8 +663,8 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
       }
       if (CONVKIT_TMA_BANDED_EPILOGUE) {
         // One 64 x 128 fragment at a time per warpgroup, through the warpgroup's own band [64][kBandPitch] (the
-        // ring already holds the next tile's stages): bias + activation, rounded to T, into the band, then
-        // coalesced stores; named barrier 2 + wgi among the warpgroup's 128 threads around each.
+        // ring already holds the next tile's stages): bias, rounded to T, into the band, then coalesced stores
+        // with the activation (wg::store_c_tile); named barrier 2 + wgi among the warpgroup's 128 threads around each.
         const uint32_t band = base + q.c_off + wgi * kBandBytes;
 #pragma unroll
         for (int mb = 0; mb < MW; ++mb)
@@ -680,13 +679,14 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
                 },
                 mb, nb);
             warpgroup_sync(wgi);
-            wg::store_c_tile(p, q.cout_g, band, kBandPitch, 64, 128, tid & 127, 128, b, g, co0 + row0, j0 + nb * 128);
+            wg::store_c_tile<T>(p, q.cout_g, band, kBandPitch, 64, 128, tid & 127, 128, b, g, co0 + row0, j0 + nb * 128,
+                                p.activation);
             warpgroup_sync(wgi);  // the band's next write
           }
         continue;  // next tile
       }
-      // bias + activation, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring
-      // already holds the next tile's stages), then coalesced stores.
+      // bias, rounded to T, into the C tile [BM][c_pitch] (its own shared memory: the ring already holds the next
+      // tile's stages), then coalesced stores with the activation (wg::store_c_tile).
       const uint32_t c_base = base + q.c_off;
       for_each_output_pair<T, MW, NB>(p, acc, wrow, warp, lane, g, q.cout_g, co0,
                                       [&](int row, int64_t, int col, float v0, float v1) {
@@ -694,7 +694,7 @@ __global__ void __launch_bounds__(TX ? kTxBlockThreads : kBlockThreads, 1)
                      "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
       });
       consumers_sync();
-      wg::store_c_tile(p, q.cout_g, c_base, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
+      wg::store_c_tile<T>(p, q.cout_g, c_base, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0, p.activation);
       // The next write of the C tile is a later tile's epilogue. With a block barrier per step nothing more is
       // needed; without (producer warp), one warpgroup may run a whole short tile ahead of the other.
       if (CONVKIT_TMA_PRODUCER_WARP) consumers_sync();

@@ -22,8 +22,8 @@
 // copies, store its x window (in registers since the previous step), load stage c + 2's x window into
 // registers (all loads issued before the realignment uses any: one memory round trip per step), then
 // wait for stage c - 1's wgmma group (never c's), so the tensor cores have the next stage queued as long
-// as the staging is shorter than a stage's MMAs. Epilogue: accumulators + bias, activation, rounded to T
-// into a shared C tile (reusing the stage buffers), then 16-byte coalesced y stores.
+// as the staging is shorter than a stage's MMAs. Epilogue: accumulators + bias, rounded to T into a shared C
+// tile (reusing the stage buffers), then 16-byte coalesced y stores, activated on the way (wg::store_c_tile).
 //
 // STATUS (H200, bf16, ci/dense_mma_check.cu, session 13): w2v_k3s2 4.15 ms (mma.sync kernel 11.2),
 // tcn_k3_d8 0.71 (0.98), wavenet_k2_d512 0.61 (0.76): 100-150 TFLOP/s. The wgmma calls alone (staging
@@ -215,7 +215,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int nb = 0; nb < NB; ++nb) wg::fence_acc(acc[mb][nb]);
     __syncthreads();  // every warpgroup is done with the stage buffers: the C tile reuses them
 
-    // Epilogue: bias + activation, rounded to T, into the C tile [BM][c_pitch], then coalesced stores.
+    // Epilogue: bias, rounded to T, into the C tile [BM][c_pitch], then coalesced stores (the activation on the way
+    // out, wg::store_c_tile).
     {
       const int rw = (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
@@ -230,11 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int nb = 0; nb < NB; ++nb) {
 #pragma unroll
             for (int i = 0; i < 16; ++i) {
-              float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
-              if (p.activation != kActNone) {
-                v0 = activate(p.activation, v0);
-                v1 = activate(p.activation, v1);
-              }
+              const float v0 = acc[mb][nb][4 * i + 2 * h] + bv, v1 = acc[mb][nb][4 * i + 2 * h + 1] + bv;
               const int col = nb * 128 + 8 * i + 2 * (lane & 3);
               asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem0 + (row * q.c_pitch + col) * 2),
                            "r"(bits16<T>(v0) | (bits16<T>(v1) << 16)));
@@ -244,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     __syncthreads();
-    wg::store_c_tile(p, q.cout_g, smem0, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0);
+    wg::store_c_tile<T>(p, q.cout_g, smem0, q.c_pitch, q.bm, q.bn, tid, kThreads, b, g, co0, j0, p.activation);
     __syncthreads();  // the next tile's prologue overwrites the C tile and rb
   }
 #endif

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "activation.cuh"
 #include "common.cuh"
 #include "mma_common.cuh"
 
@@ -285,11 +286,16 @@ __device__ __forceinline__ void store_x_unit(uint32_t base, int t0, int s, int w
 using ::convkit::smem_optin_bytes;  // (common.cuh)
 
 // The forward kernels' epilogue (wgmma and TMA-fed): coalesced stores of a C tile in shared memory (rows x cols
-// 16-bit values at c_base, pitch elements per row) to y rows co_first + row (those < cout_g) of group g, positions
-// j_first + col (those < out_length): thread t of nt, 8 columns (16 bytes) per unit.
+// 16-bit values of type T at c_base, pitch elements per row) to y rows co_first + row (those < cout_g) of group g,
+// positions j_first + col (those < out_length): thread t of nt, 8 columns (16 bytes) per unit. `act` (the call's
+// activation, kActNone for none) is applied here, to the rounded values, as torch's unfused activation(conv(x) + b)
+// would: one copy of its code in this rolled loop instead of one per accumulator pair in the fully unrolled walk
+// that fills the tile, which made the TMA forward's code 2-5x larger (session 38: 11096 against 2304 instructions,
+// and GELU runs 3.3x slower in ci/tx_harness.cu on kb67).
+template <typename T>
 __device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout_g, uint32_t c_base, int pitch, int rows,
                                              int cols, int t, int nt, int64_t b, int64_t g, int64_t co_first,
-                                             int64_t j_first) {
+                                             int64_t j_first, int act) {
   unsigned short* yr = static_cast<unsigned short*>(p.y);
   const int units_row = cols >> 3;
   const int64_t jn = p.out_length - j_first;  // valid columns of the tile
@@ -302,6 +308,14 @@ __device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                  : "r"(c_base + (row * pitch + jl) * 2));
+    if (act != kActNone) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float lo = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] & 0xffffu))));
+        const float hi = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] >> 16))));
+        w[i] = tc::bits16<T>(lo) | (tc::bits16<T>(hi) << 16);
+      }
+    }
     const int64_t off = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + (j_first + jl) * p.y_stride_l;
     if (p.y_stride_l == 1 && jl + 8 <= jn) {
       store8_16bit(yr + off, w);
