@@ -1971,6 +1971,11 @@ NARROW_OUT_CASES = [  # name, B, Cin, Cout, K, L, stride, padding, dilation, gro
     # phases of 1 and 2 taps: reductions 1024 and 2048; in fp64 (limit 1024) the phases would split, so
     # the whole grad-input takes the kernels without narrow_out
     ("gi_phases_1024_2048", 1, 2, 1024, 3, 301, 2, 1, 1, 1, "grad_input", 2048),
+    # several position tiles per row (Lout 2608) with a padding past the taps; an output shorter than a warp
+    ("cout1_long_pad5", 2, 64, 1, 3, 2600, 1, 5, 1, 1, "forward", 192),
+    ("cout2_lout18", 1, 32, 2, 3, 20, 1, 0, 1, 1, "forward", 96),
+    # S * Cin = 9 phase channels: more than narrow_out8 takes, so the phases run one by one (strided buffer rows)
+    ("cin3_s3_phases", 2, 3, 64, 6, 601, 3, 0, 1, 1, "grad_input", 128),
 ]
 
 
