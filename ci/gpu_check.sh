@@ -34,6 +34,13 @@
 #                                        # one build per CONVKIT_F32_EXP), built beside the package, run at the end
 #                                        # into f32exp.log
 #   JUNIT=1 ...                          # also the tests' junit.xml
+#   NO_BUILD=1 ...                       # no build where convkit with its CUDA extension is already installed (a warm
+#                                        # machine: the package of the last call, not necessarily this tree's)
+#   TESTS_DETACH=1 TESTS_WAIT=480 bash ci/gpu_check.sh tests
+#                                        # the suite in its own process session, waited for up to TESTS_WAIT s; then
+#   BENCH_ARGS=... bash ci/gpu_check.sh collect
+#                                        # (the next call, warm, no build) waits for it and brings back its log and
+#                                        # times, then the benchmark if BENCH_ARGS is set, then EXTRA_CMD
 #   MICRO_PARTS="5" MICRO_FLAGS=-DLONG_K bash ci/gpu_check.sh all
 #                                        # also these parts of the micro-benchmark (ci/dw_micro.cu), compiled
 #                                        # while the package builds and run after the rest, into micro.log
@@ -160,7 +167,12 @@ fi
 # Build a wheel from the tree, install that wheel, and test the installed package (not the tree).
 t0=$(date +%s)
 [ "$what" = micro ] && what=micro_only
-if [ "$what" != micro_only ]; then
+[ "$what" = collect ] && NO_BUILD=1  # (a build would reinstall the package under the running tests)
+if [ -n "${NO_BUILD:-}" ] && (cd /tmp && $PY -c "import convkit, sys; sys.exit(not convkit.cuda_built())"); then
+  # a warm machine (a call within its idle time) still has the package an earlier call installed
+  echo "build: skipped (NO_BUILD: the installed convkit)" | tee -a "$OUT/summary.txt"
+  (cd /tmp && $PY -m convkit --info) | tee -a "$OUT/summary.txt"
+elif [ "$what" != micro_only ]; then
 wheels=$(mktemp -d)
 if ! (cd "$repo" && $PY -m pip wheel --no-build-isolation --no-deps -v -w "$wheels" . >"$OUT/build.log" 2>&1 \
       && $PY -m pip install --no-deps --force-reinstall "$wheels"/convkit-*.whl >>"$OUT/build.log" 2>&1); then
@@ -174,7 +186,41 @@ fi
 
 # Run from outside the source tree so the installed package, not python/, is what gets tested.
 cd /tmp
-if [ "$what" = all ] || [ "$what" = tests ]; then
+# TESTS_DETACH=1: the suite runs in its own process session (setsid), from a copy of the tree in /tmp, so that it
+# outlives this call; this waits up to TESTS_WAIT seconds (default 480) for it, then goes on. A next call within the
+# machine's idle time (30 s) with `bash ci/gpu_check.sh collect` waits again (TESTS_WAIT) and brings back
+# its log and times: the whole suite (~500 s on one process) plus a build no longer has to fit one 600 s call.
+# (Several pytest processes on one GPU were slower than one in session 38: 572 tests in 240 s in 3 shares, against
+# ~1700 in 470 s in one process in session 35; kernels of different processes do not overlap without MPS.)
+detached_wait() {
+  local t=0
+  while [ ! -f /tmp/convkit_tests/done ] && [ $t -lt "${TESTS_WAIT:-480}" ]; do sleep 5; t=$((t + 5)); done
+  cp /tmp/convkit_tests/tests.log "$OUT/tests.log" 2>/dev/null
+  cp /tmp/convkit_tests/test_times.txt "$OUT/test_times.txt" 2>/dev/null
+  if [ -f /tmp/convkit_tests/done ]; then
+    grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
+    echo "tests: $(tail -1 "$OUT/tests.log") (exit $(cat /tmp/convkit_tests/done))" | tee -a "$OUT/summary.txt"
+    [ "$(cat /tmp/convkit_tests/done)" = 0 ] || status=1
+  else
+    echo "tests: still running after ${TESTS_WAIT:-480} s; $(wc -l < /tmp/convkit_tests/test_times.txt 2>/dev/null) phases logged" \
+      "(collect them with: bash ci/gpu_check.sh collect)" | tee -a "$OUT/summary.txt"
+  fi
+}
+if [ "$what" = collect ]; then  # then the benchmark where BENCH_ARGS is set, and EXTRA_CMD
+  [ -d /tmp/convkit_tests ] || { echo "collect: no detached test run on this machine"; exit 1; }
+  detached_wait
+  if [ -n "${BENCH_ARGS:-}" ]; then what=bench; else what=none; fi
+fi
+if { [ "$what" = all ] || [ "$what" = tests ]; } && [ -n "${TESTS_DETACH:-}" ]; then
+  rm -rf /tmp/convkit_tests && mkdir -p /tmp/convkit_tests/tree
+  (cd "$repo" && tar --exclude=./build --exclude=./dist --exclude=./gpu_logs --exclude=./.git -cf - .) |
+    tar -xf - -C /tmp/convkit_tests/tree
+  (cd /tmp && CONVKIT_TEST_TIMES=/tmp/convkit_tests/test_times.txt setsid nohup bash -c \
+     "timeout ${PYTEST_TIMEOUT:-3000} $PY -m pytest /tmp/convkit_tests/tree/tests -q -rs -p no:cacheprovider \
+      --durations=20 ${PYTEST_ARGS:-} > /tmp/convkit_tests/tests.log 2>&1; echo \$? > /tmp/convkit_tests/done" \
+     > /dev/null 2>&1 < /dev/null &)
+  detached_wait
+elif [ "$what" = all ] || [ "$what" = tests ]; then
   junit=""
   [ -n "${JUNIT:-}" ] && junit="--junitxml='$OUT/junit.xml'"
   shards=${PYTEST_SHARDS:-1}
