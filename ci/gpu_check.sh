@@ -203,13 +203,15 @@ detached_wait() {
     [ "$(cat /tmp/convkit_tests/done)" = 0 ] || status=1
   else
     echo "tests: still running after ${TESTS_WAIT:-480} s; $(wc -l < /tmp/convkit_tests/test_times.txt 2>/dev/null) phases logged" \
-      "(collect them with: bash ci/gpu_check.sh collect)" | tee -a "$OUT/summary.txt"
+      "(collect them with: bash ci/gpu_check.sh collect); no benchmark or EXTRA_CMD beside them" | tee -a "$OUT/summary.txt"
+    what=none EXTRA_CMD=""  # (timings beside the tests would be wrong, and both need GPU memory)
   fi
 }
 if [ "$what" = collect ]; then  # then the benchmark where BENCH_ARGS is set, and EXTRA_CMD
   [ -d /tmp/convkit_tests ] || { echo "collect: no detached test run on this machine"; exit 1; }
+  what=none
+  [ -n "${BENCH_ARGS:-}" ] && what=bench
   detached_wait
-  if [ -n "${BENCH_ARGS:-}" ]; then what=bench; else what=none; fi
 fi
 if { [ "$what" = all ] || [ "$what" = tests ]; } && [ -n "${TESTS_DETACH:-}" ]; then
   rm -rf /tmp/convkit_tests && mkdir -p /tmp/convkit_tests/tree
