@@ -256,13 +256,25 @@ bool allow_tf32() {
 #endif
 }
 
+// The narrow forward (conv1d_fwd_dense_narrow_supports(p) holds): the table entry of family "dense_narrow" for p's
+// (K, S, D) where there is one (fp32 / fp16 / bf16, contiguous x rows; CONVKIT_FORCE_GENERIC=1 skips it), else the
+// runtime-shape kernel. Only for a call's own forward: the grad-input's phases (`what` "conv1d_bwd_input") differ in
+// their tap counts, and dense_grad_input wants one kernel for all of them.
+Choice narrow_forward_choice(const Conv1dParams& p, const std::string& what) {
+  const SpecEntry* e =
+      what == "conv1d_fwd" && forced() == Force::kNone && p.x_stride_l == 1 ? find_spec("dense_narrow", p) : nullptr;
+  if (e != nullptr)
+    return {e->forward[static_cast<int>(p.dtype)], spec_name((what + "_dense_narrow").c_str(), *e), true};
+  return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
+}
+
 // The dense / grouped forward for p, or {nullptr, ""}: direct FMAs when the reduction is narrow (Cin/groups
 // < 8, any dtype), else the implicit GEMM: tensor cores (mma.sync) for fp16/bf16, the fp32 kernel with
 // TF32 tensor cores or IEEE FFMA for fp32. `what` prefixes the name
 // ("conv1d_fwd", or "conv1d_bwd_input" when grad-input runs on it).
 Choice choose_dense_forward(const Conv1dParams& p, const std::string& what, bool allow_narrow_out = true) {
   if (is_depthwise(p) || forced() == Force::kAllGeneric) return {nullptr, ""};
-  if (conv1d_fwd_dense_narrow_supports(p)) return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};
+  if (conv1d_fwd_dense_narrow_supports(p)) return narrow_forward_choice(p, what);
   if (allow_narrow_out && conv1d_fwd_dense_narrow_out_supports(p))  // off with CONVKIT_DENSE_NARROW_OUT=0
     return {&launch_conv1d_fwd_dense_narrow_out, what + "_dense_narrow_out"};
   if (conv1d_fwd_dense_mma_supports(p)) {
@@ -381,7 +393,7 @@ bool dense_tma_forward(const Conv1dParams& p) {
 Choice choose_forward(const Conv1dParams& p) {
   const Force f = forced();
   if (dense_like_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_dense_narrow_supports(p))
-    return {&launch_conv1d_fwd_dense_narrow, "conv1d_fwd_dense_narrow"};
+    return narrow_forward_choice(p, "conv1d_fwd");
   if (is_depthwise(p) && f != Force::kAllGeneric && conv1d_fwd_depthwise_channels_last_supports(p))
     return {&launch_conv1d_fwd_depthwise_channels_last, "conv1d_fwd_depthwise_channels_last"};
   if (is_depthwise(p) && f != Force::kAllGeneric && depthwise_fwd_smem_bytes(p) <= smem_optin_limit()) {

@@ -12,10 +12,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(HERE, "specializations.json")
 OUT_DIR = os.path.join(HERE, "kernels", "generated")
 
-# family -> (header with the templates, instantiation macro, forward launcher, backward launcher)
+# family -> (header with the templates, instantiation macro, forward launcher, backward launcher or None: the
+# family's backward runs the runtime kernels)
 FAMILIES = {
     "depthwise": ("conv1d_depthwise.cuh", "CONVKIT_INSTANTIATE_DEPTHWISE", "launch_conv1d_fwd_depthwise",
                   "launch_conv1d_bwd_depthwise"),
+    "dense_narrow": ("conv1d_fwd_dense_narrow_spec.cuh", "CONVKIT_INSTANTIATE_DENSE_NARROW",
+                     "launch_conv1d_fwd_dense_narrow_spec", None),
 }
 DTYPES = ["kFloat32", "kFloat16", "kBFloat16", "kFloat64"]  # DType order in conv1d_params.h
 # The dtypes an entry has kernels for (the instantiation macro's); float64 takes the generic kernel.
@@ -53,7 +56,7 @@ def render(entries):
     for e in entries:
         fwd, bwd = FAMILIES[e["family"]][2:]
         targs = f"{e['K']}, {e['stride']}, {e['dilation']}"
-        fns = [", ".join(f"&{launcher}<DType::{d}, {targs}>" if d in SPECIALISED_DTYPES else "nullptr"
+        fns = [", ".join(f"&{launcher}<DType::{d}, {targs}>" if launcher and d in SPECIALISED_DTYPES else "nullptr"
                          for d in DTYPES) for launcher in (fwd, bwd)]
         rows.append(f'    {{"{e["family"]}", {targs},\n     {{{fns[0]}}},\n     {{{fns[1]}}}}},')
     files["spec_table.cpp"] = (

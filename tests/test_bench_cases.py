@@ -42,12 +42,22 @@ def test_extra_cases_are_table_entries():
             assert c["stride"] > 1 or c["dilation"] > 1, c["name"]
 
 
+def narrow_dense_case(c):
+    """Whether the narrow dense forward runs the case (dispatch.cpp): Cin/groups < 8 and Cin/groups * K <= 64, and
+    not a depthwise call with a channel multiplier under 8 (the depthwise kernels take those)."""
+    cin_g = c["Cin"] // c["groups"]
+    return cin_g < 8 and cin_g * c["K"] <= 64 and (c["groups"] != c["Cin"] or c["Cout"] >= 8 * c["Cin"])
+
+
 def test_suite_and_extra_cases_cover_every_table_entry():
-    """`--compare-generic` over the suite's depthwise cases and the extras times every specialised entry."""
-    cases = [c for c in bench.load_suite()["cases"] + bench.load_suite(bench.EXTRA)["cases"]
-             if c["groups"] == c["Cin"] and c["Cin"] > 1]
-    covered = {("depthwise", c["K"], c["stride"], c["dilation"]) for c in cases}
+    """`--compare-generic` over the suite's cases and the extras times every specialised entry: the depthwise entries
+    on depthwise cases, the dense_narrow entries on cases the narrow forward runs (w2v_first_k10s5)."""
+    cases = bench.load_suite()["cases"] + bench.load_suite(bench.EXTRA)["cases"]
+    covered = {("depthwise", c["K"], c["stride"], c["dilation"]) for c in cases
+               if c["groups"] == c["Cin"] and c["Cin"] > 1 and c["Cout"] < 8 * c["Cin"]}
+    covered |= {("dense_narrow", c["K"], c["stride"], c["dilation"]) for c in cases if narrow_dense_case(c)}
     assert table_entries() <= covered, sorted(table_entries() - covered)
+    assert ("dense_narrow", 10, 5, 1) in covered  # w2v_first_k10s5
 
 
 def test_unknown_case_is_an_error():

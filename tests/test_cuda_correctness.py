@@ -147,7 +147,11 @@ def test_gradcheck_float64_on_real_kernels():
     assert torch.autograd.gradcheck(f, (x, w, b))
 
 
-@pytest.mark.parametrize("entry", convkit.spec_entries() or [None], ids=str)
+# the table's depthwise entries (its "dense_narrow" entries: test_dense_narrow_table_entry)
+DEPTHWISE_ENTRIES = [e for e in convkit.spec_entries() if e[0] == "depthwise"]
+
+
+@pytest.mark.parametrize("entry", DEPTHWISE_ENTRIES or [None], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("padding", ["half", "causal"])
 def test_every_specialised_entry_is_used_and_correct(entry, dtype, padding, poison_outputs):
@@ -438,7 +442,7 @@ def test_fp32_weights_with_16bit_input(dtype, groups, length, kernel_path, poiso
     assert_close(br.grad, db_ref, dtype, "grad_bias")
 
 
-@pytest.mark.parametrize("entry", convkit.spec_entries() or [None], ids=str)
+@pytest.mark.parametrize("entry", DEPTHWISE_ENTRIES or [None], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("padding", ["valid", "half", "causal"])
 def test_every_specialised_entry_on_aligned_rows(entry, dtype, padding, poison_outputs):
@@ -1881,6 +1885,15 @@ F32_CASES = MMA_CASES + [
 # 9, 20; 520 = 8 tiles of 64 and one of 8), padding wider than the kernel, one output, odd lengths (rows that are
 # not 16-byte aligned: the narrower stores), a (B, L, C) view of x, a dilation whose x window per tile passes the
 # tiled shape's shared memory (the per-thread shapes then).
+def narrow_forward_name(x, K, S, D, dtype):
+    """The narrow forward explain() names: the table's "dense_narrow" entry for (K, S, D) where there is one (fp32 /
+    fp16 / bf16, x rows contiguous, the table not switched off by CONVKIT_FORCE_GENERIC), else the runtime kernel."""
+    if (("dense_narrow", K, S, D) in convkit.spec_entries() and dtype != torch.float64 and x.stride(2) == 1
+            and os.environ.get("CONVKIT_FORCE_GENERIC", "0") in ("", "0")):
+        return f"conv1d_fwd_dense_narrow<K={K},S={S},D={D}>"
+    return "conv1d_fwd_dense_narrow"
+
+
 NARROW_CASES = [
     ("w2v_first_like_k10_s5", 2, 1, 40, 10, 1003, 5, 0, 1, 1),
     ("w2v_first_cout520", 2, 1, 520, 10, 2503, 5, 0, 1, 1),
@@ -1902,7 +1915,7 @@ def test_dense_narrow_forward_matches_float64_torch(case, dtype, poison_outputs)
     if "view" in case[0]:
         x = torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2)
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    assert names["forward"] == "conv1d_fwd_dense_narrow"
+    assert names["forward"] == narrow_forward_name(x, K, stride, dilation, dtype)
     check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu")
 
 
@@ -1910,7 +1923,7 @@ def test_dense_narrow_forward_matches_float64_torch(case, dtype, poison_outputs)
 def test_dense_narrow_fp32_weights(dtype, poison_outputs):
     x, _, _ = make_inputs(2, 2, 24, 10, 1001, 1, dtype)
     _, w, b = make_inputs(2, 2, 24, 10, 1001, 1, torch.float32)
-    assert convkit.explain(x, w, b, stride=5)["forward"] == "conv1d_fwd_dense_narrow"
+    assert convkit.explain(x, w, b, stride=5)["forward"] == narrow_forward_name(x, 10, 5, 1, dtype)
     check_case(x, w, b, 5, 0, 1, 1, dtype, activation="silu")
 
 
@@ -1952,9 +1965,59 @@ print("forced narrow shape cases passed")
 
 @pytest.mark.parametrize("shape", ["runs", "coalesced", "tiled"])
 def test_dense_narrow_forced_shape(shape):
+    # (CONVKIT_FORCE_GENERIC=1: the runtime kernel's shapes also where the table has an entry, w2v_first's K 10 S 5)
     run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "forced narrow shape cases passed",
                      CONVKIT_DENSE_NARROW_COALESCED="1" if shape == "coalesced" else "0",
-                     CONVKIT_DENSE_NARROW_TILE="1" if shape == "tiled" else "0", CONVKIT_POISON_OUTPUTS="1")
+                     CONVKIT_DENSE_NARROW_TILE="1" if shape == "tiled" else "0", CONVKIT_POISON_OUTPUTS="1",
+                     CONVKIT_FORCE_GENERIC="1")
+
+
+# The table's "dense_narrow" entry K 10, stride 5, dilation 1 (csrc/specializations.json; wav2vec2's first layer;
+# kernels/conv1d_fwd_dense_narrow_spec.cuh: each thread's x window in registers). Windows cut by the row's ends,
+# a padding past the whole window (outputs of bias alone), reductions up to 60 (Cin 6), groups, a channel multiplier
+# of 8 (dense-like depthwise), partial channel tiles, several position tiles, one output, a row slice one element
+# in (odd offsets, row pitch L + 1), and a position-strided x (the runtime kernel then). Its forward gives the same
+# bits as the runtime kernel's (same FMA order per output, same epilogue), checked without an activation; all four
+# results against float64 with GELU.
+NARROW_SPEC_CASES = [  # name, B, Cin, Cout, L, padding, groups, x: "plain", "slice" or "strided"
+    ("w2v_like", 2, 1, 40, 4003, 0, 1, "plain"),
+    ("pads_both_ends", 2, 1, 24, 3001, 7, 1, "plain"),
+    ("pad_past_window", 1, 1, 16, 200, 60, 1, "plain"),
+    ("cin6_red60_cout20", 2, 6, 20, 2053, 3, 1, "plain"),
+    ("groups2_cin4", 2, 4, 16, 1501, 2, 2, "plain"),
+    ("multiplier8_depthwise", 2, 3, 24, 1201, 0, 3, "plain"),
+    ("several_tiles", 1, 2, 12, 15007, 4, 1, "plain"),
+    ("one_output", 3, 1, 8, 10, 0, 1, "plain"),
+    ("row_slice_offset", 2, 1, 32, 5001, 0, 1, "slice"),
+    ("strided_x", 2, 2, 16, 1001, 0, 1, "strided"),
+]
+
+
+@pytest.mark.parametrize("w_fp32", [False, True], ids=["w_same", "w_fp32"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", NARROW_SPEC_CASES, ids=[c[0] for c in NARROW_SPEC_CASES])
+def test_dense_narrow_table_entry(case, dtype, w_fp32, monkeypatch, poison_outputs):
+    if ("dense_narrow", 10, 5, 1) not in convkit.spec_entries():
+        pytest.skip("this build has no dense_narrow entry K 10, stride 5, dilation 1")
+    if w_fp32 and dtype == torch.float32:
+        pytest.skip("fp32 weights are for 16-bit inputs")
+    name, B, Cin, Cout, L, P, G, layout = case
+    K, S = 10, 5
+    x, w, b = make_inputs(B, Cin, Cout, K, {"plain": L, "slice": L + 1, "strided": 2 * L}[layout], G, dtype)
+    x = {"plain": x, "slice": x[:, :, 1:], "strided": x[:, :, ::2]}[layout]
+    if w_fp32:
+        w, b = w.float(), b.float()
+    monkeypatch.delenv("CONVKIT_FORCE_GENERIC", raising=False)
+    names = convkit.explain(x, w, b, stride=S, padding=P, groups=G)
+    assert names["forward"] == narrow_forward_name(x, K, S, 1, dtype), names
+    assert (names["forward"] == "conv1d_fwd_dense_narrow<K=10,S=5,D=1>") == (layout != "strided"), names
+    y = convkit.conv1d(x, w, b, stride=S, padding=P, groups=G)
+    monkeypatch.setenv("CONVKIT_FORCE_GENERIC", "1")  # the runtime-shape kernel on the same tensors
+    assert convkit.explain(x, w, b, stride=S, padding=P, groups=G)["forward"] == "conv1d_fwd_dense_narrow"
+    y_runtime = convkit.conv1d(x, w, b, stride=S, padding=P, groups=G)
+    monkeypatch.delenv("CONVKIT_FORCE_GENERIC")
+    assert torch.equal(y, y_runtime), f"{name}: the entry's forward differs from the runtime kernel's"
+    check_case(x, w, b, S, P, 1, G, dtype, activation="gelu")
 
 
 # Few output channels, long reduction (Cout/groups <= 4, Cin/groups >= 8) on the narrow kernel
@@ -2089,7 +2152,8 @@ def test_dense_f32_forward_and_grad_input_match_float64_torch(case, tf32, poison
     names = convkit.explain(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
     kind = "tf32" if tf32 else "f32"
     # a reduction over fewer than 8 input channels runs on the narrow kernel (IEEE FMAs) instead
-    assert names["forward"] == ("conv1d_fwd_dense_narrow" if Cin // groups < 8 else f"conv1d_fwd_dense_{kind}")
+    assert names["forward"] == (narrow_forward_name(x, K, stride, dilation, torch.float32) if Cin // groups < 8
+                                else f"conv1d_fwd_dense_{kind}")
     # ... and a grad-input with at most 4 input channels per group on its few-output-channel use
     assert names["grad_input"] == ("conv1d_bwd_input_dense_narrow_out" if Cin // groups <= 4
                                    else f"conv1d_bwd_input_dense_{kind}")

@@ -25,12 +25,14 @@
 // 1-4 of them: the grad-input of wav2vec2's first layer (Cin 1 -> Cout 512: each phase is Cin 512 ->
 // Cout 1). "narrow_out" in the kernel names; w2v_first fwd+bwd bf16 13.19 -> 7.14 ms, fp32 32.6 ->
 // 16.8 ms on the H200. CONVKIT_DENSE_NARROW_OUT=0 switches it off.
+// Calls whose (K, S, D) has an entry of the table family "dense_narrow" (csrc/specializations.json) run that entry's
+// kernel instead (kernels/conv1d_fwd_dense_narrow_spec.cuh: the runs shape with compile-time taps, same bits).
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "activation.cuh"
 #include "common.cuh"
+#include "dense_narrow_common.cuh"
 #include "launchers.h"
 
 namespace convkit {
@@ -42,40 +44,6 @@ constexpr int kMaxCoutGOut = 4;          // narrow_out: Cout/groups
 constexpr int kMaxRedOut = 2048;         // narrow_out: Cin/groups * K (fp32 accumulators; half for fp64)
 constexpr int kMaxCoutGOut8 = 8;         // narrow_out8: Cout/groups (the grad-input's phases as channels)
 constexpr int kMaxRedOut8 = 1024;        // narrow_out8: Cin/groups * K (the weights' 32 KB)
-
-// The kV values of one output channel, rounded to T, at dst (contiguous), with the widest stores its
-// alignment allows.
-template <typename T, int kV, typename A>
-__device__ __forceinline__ void store_run(T* dst, const A (&v)[kV]) {
-  static_assert(kV == 8, "runs of 8 outputs");
-  if constexpr (sizeof(T) == 2) {
-    uint32_t w[kV / 2];
-#pragma unroll
-    for (int i = 0; i < kV / 2; ++i) {
-      const T lo = from_acc<T>(v[2 * i]), hi = from_acc<T>(v[2 * i + 1]);
-      unsigned short l, h;
-      memcpy(&l, &lo, 2);
-      memcpy(&h, &hi, 2);
-      w[i] = static_cast<uint32_t>(l) | (static_cast<uint32_t>(h) << 16);
-    }
-    store8_16bit(reinterpret_cast<unsigned short*>(dst), w);
-  } else if constexpr (sizeof(T) == 4) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(dst);
-    if ((a & 15) == 0) {
-      reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
-      reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
-    } else if ((a & 7) == 0) {
-#pragma unroll
-      for (int i = 0; i < kV / 2; ++i) reinterpret_cast<float2*>(dst)[i] = make_float2(v[2 * i], v[2 * i + 1]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kV; ++i) dst[i] = v[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kV; ++i) dst[i] = from_acc<T>(v[i]);
-  }
-}
 
 // kThreads threads; kV consecutive positions x kCoT channels per thread; reductions up to kMaxR
 // (above kMaxRed: x 4 bytes / sizeof(A), so that the weights' shared array stays within 32 KB).
@@ -159,24 +127,7 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
       for (int k = 0; k < K; ++k, ++r) step(r, ci, k);
   }
 
-  T* y = static_cast<T*>(p.y);
-  const int64_t n_j = min(static_cast<int64_t>(kV), p.out_length - j0);
-#pragma unroll
-  for (int c = 0; c < kCoT; ++c) {
-    if (c >= n_co) break;
-#pragma unroll
-    for (int v = 0; v < kV; ++v) acc[c][v] = activate(p.activation, acc[c][v] + bs[c]);
-    const int64_t off = b * p.y_stride_b + (co0 + c) * p.y_stride_c + j0 * p.y_stride_l;
-    if constexpr (kV == 1) {
-      y[off] = from_acc<T>(acc[c][0]);  // (n_j == 1) the warp's lanes write consecutive positions
-    } else if (p.y_stride_l == 1 && n_j == kV) {
-      store_run<T, kV>(y + off, acc[c]);
-    } else {
-#pragma unroll
-      for (int v = 0; v < kV; ++v)
-        if (v < n_j) y[off + v * p.y_stride_l] = from_acc<T>(acc[c][v]);
-    }
-  }
+  narrow::store_outputs<T, kV, kCoT>(p, acc, bs, b, co0, n_co, j0);
 }
 
 // The tiled shape (session 38, opt-in: CONVKIT_DENSE_NARROW_TILE=1): a block of kTileWarps warps covers kTileCo = 8 *
@@ -194,24 +145,6 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 // once cover one position range of every row; the grid now runs the position tiles of one row band next to each
 // other instead (longer runs per DRAM page), not yet measured.
 constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
-
-// The weights of output channels co0 .. co0 + n_co - 1 into ws[r][width] (r = ci * K + k; zeros past n_co) and their
-// biases into bs[width], by the block's threads (the caller's barrier follows). The tiled and lanes shapes.
-template <typename T, typename A>
-__device__ __forceinline__ void stage_weights(const Conv1dParams& p, A* ws, A* bs, int64_t co0, int n_co, int red,
-                                              int K, int width) {
-  for (int i = threadIdx.x; i < red * width; i += blockDim.x) {
-    const int r = i / width, c = i - r * width;
-    const int ci = r / K, k = r - ci * K;
-    ws[i] = c < n_co ? static_cast<A>(load_param<T>(p, p.w, (co0 + c) * p.w_stride_o + ci * p.w_stride_i +
-                                                              k * p.w_stride_k))
-                     : A(0);
-  }
-  if (static_cast<int>(threadIdx.x) < width)
-    bs[threadIdx.x] = p.bias != nullptr && static_cast<int>(threadIdx.x) < n_co
-                          ? static_cast<A>(load_param<T>(p, p.bias, co0 + threadIdx.x))
-                          : A(0);
-}
 
 template <typename T>
 __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_kernel(const Conv1dParams p, int span) {
@@ -234,7 +167,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
   const int64_t j0 = jt * kTileN;
   const int64_t pos0 = j0 * S - p.pad_left;  // x position of local window index 0
 
-  stage_weights<T>(p, ws, bs, co0, n_co, red, K, kTileCo);
+  narrow::stage_weights<T>(p, ws, bs, co0, n_co, red, K, kTileCo);
   const int64_t x_row0 = b * p.x_stride_b + g * cin_g * p.x_stride_c;
   for (int ci = 0; ci < cin_g; ++ci) {
     const int64_t row = x_row0 + ci * p.x_stride_c;
@@ -328,7 +261,7 @@ __global__ void __launch_bounds__(32 * kLanesWarps) conv1d_fwd_dense_narrow_out_
   divmod(static_cast<int64_t>(blockIdx.x), j_tiles, rest, jt);
   divmod(rest, p.groups, b, g);
   const int64_t co0 = g * cout_g;
-  stage_weights<T>(p, ws, bs, co0, n_co, red, K, kCoT);
+  narrow::stage_weights<T>(p, ws, bs, co0, n_co, red, K, kCoT);
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -170,6 +170,11 @@ cudaError_t launch_conv1d_fwd_depthwise(const Conv1dParams& p, cudaStream_t stre
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream);
 
+// The narrow dense forward with K, S, D fixed (kernels/conv1d_fwd_dense_narrow_spec.cuh; table family "dense_narrow",
+// instantiated by kernels/generated/*.cu): takes the calls conv1d_fwd_dense_narrow_supports takes with those K, S, D.
+template <DType dt, int K, int S, int D>
+cudaError_t launch_conv1d_fwd_dense_narrow_spec(const Conv1dParams& p, cudaStream_t stream);
+
 // Shared memory (bytes) the depthwise kernels need for these params; dispatch.cpp compares it with
 // the device limit to decide whether the depthwise path can run at all.
 int64_t depthwise_fwd_smem_bytes(const Conv1dParams& p);
