@@ -257,12 +257,14 @@ bool allow_tf32() {
 }
 
 // The narrow forward (conv1d_fwd_dense_narrow_supports(p) holds): the table entry of family "dense_narrow" for p's
-// (K, S, D) where there is one (fp32 / fp16 / bf16, contiguous x rows; CONVKIT_FORCE_GENERIC=1 skips it), else the
-// runtime-shape kernel. Only for a call's own forward: the grad-input's phases (`what` "conv1d_bwd_input") differ in
-// their tap counts, and dense_grad_input wants one kernel for all of them.
+// (K, S, D) where there is one (fp32 / fp16 / bf16, contiguous x rows; CONVKIT_FORCE_GENERIC=1 skips it, and so does
+// an environment that forces one of the runtime kernel's shapes), else the runtime-shape kernel. Only for a call's
+// own forward: the grad-input's phases (`what` "conv1d_bwd_input") differ in their tap counts, and dense_grad_input
+// wants one kernel for all of them.
 Choice narrow_forward_choice(const Conv1dParams& p, const std::string& what) {
-  const SpecEntry* e =
-      what == "conv1d_fwd" && forced() == Force::kNone && p.x_stride_l == 1 ? find_spec("dense_narrow", p) : nullptr;
+  const bool table = what == "conv1d_fwd" && forced() == Force::kNone && p.x_stride_l == 1 &&
+                     !conv1d_fwd_dense_narrow_shape_forced();
+  const SpecEntry* e = table ? find_spec("dense_narrow", p) : nullptr;
   if (e != nullptr)
     return {e->forward[static_cast<int>(p.dtype)], spec_name((what + "_dense_narrow").c_str(), *e), true};
   return {&launch_conv1d_fwd_dense_narrow, what + "_dense_narrow"};

@@ -38,6 +38,10 @@ def load_entries(path=TABLE):
             raise ValueError(f"K, stride and dilation must be >= 1: {e}")
         if key in seen:
             raise ValueError(f"duplicate entry {e}")
+        # dense_narrow: the runtime narrow kernel's reduction limit (Cin/groups * K <= 64) and a thread's x window in
+        # registers, 7 S + (K - 1) D + 1 values (w2v_first's K 10, S 5: 45)
+        if e["family"] == "dense_narrow" and (e["K"] > 64 or 7 * e["stride"] + (e["K"] - 1) * e["dilation"] + 1 > 96):
+            raise ValueError(f"dense_narrow entries need K <= 64 and 7 stride + (K - 1) dilation + 1 <= 96: {e}")
         seen.add(key)
     return entries
 

@@ -388,6 +388,13 @@ cudaError_t launch_shape(const Conv1dParams& p, int64_t tiles, cudaStream_t stre
 
 }  // namespace
 
+bool conv1d_fwd_dense_narrow_shape_forced() {
+  static const bool forced = env_equals("CONVKIT_DENSE_NARROW_TILE", "1") ||
+                             env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1") ||
+                             env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0");
+  return forced;
+}
+
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
   const int64_t cin_g = p.in_channels / p.groups;

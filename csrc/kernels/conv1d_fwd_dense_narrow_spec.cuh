@@ -55,18 +55,18 @@ __global__ void __launch_bounds__(kSpecThreads) conv1d_fwd_dense_narrow_spec_ker
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[c][v] = A(0);
 
-  // x rows are contiguous (spec_supports): window value i of input channel ci is xr[ci * x_stride_c + i], one base
+  // x rows are contiguous (spec_supports): window value i of input channel ci is row ci's element pos0 + i, one base
   // address and constant offsets (outside the interior only the values inside the row are read)
-  const T* xr = static_cast<const T*>(p.x) + b * p.x_stride_b + g * cin_g * p.x_stride_c + pos0;
-  for (int ci = 0; ci < cin_g; ++ci, xr += p.x_stride_c) {
+  const T* xrow = static_cast<const T*>(p.x) + b * p.x_stride_b + g * cin_g * p.x_stride_c;
+  for (int ci = 0; ci < cin_g; ++ci, xrow += p.x_stride_c) {
     A win[kWin];
     if (interior) {
 #pragma unroll
-      for (int i = 0; i < kWin; ++i) win[i] = static_cast<A>(to_acc(raw_load(xr, i)));
+      for (int i = 0; i < kWin; ++i) win[i] = static_cast<A>(to_acc(raw_load(xrow, pos0 + i)));
     } else {
 #pragma unroll
       for (int i = 0; i < kWin; ++i)
-        win[i] = pos0 + i >= 0 && pos0 + i < p.in_length ? static_cast<A>(to_acc(raw_load(xr, i))) : A(0);
+        win[i] = pos0 + i >= 0 && pos0 + i < p.in_length ? static_cast<A>(to_acc(raw_load(xrow, pos0 + i))) : A(0);
     }
 #pragma unroll
     for (int k = 0; k < K; ++k) {

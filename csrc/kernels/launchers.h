@@ -171,7 +171,10 @@ template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stream);
 
 // The narrow dense forward with K, S, D fixed (kernels/conv1d_fwd_dense_narrow_spec.cuh; table family "dense_narrow",
-// instantiated by kernels/generated/*.cu): takes the calls conv1d_fwd_dense_narrow_supports takes with those K, S, D.
+// instantiated by kernels/generated/*.cu): takes the calls conv1d_fwd_dense_narrow_supports takes with those K, S, D
+// and x's position stride 1. conv1d_fwd_dense_narrow_shape_forced(): CONVKIT_DENSE_NARROW_TILE=1 or
+// CONVKIT_DENSE_NARROW_COALESCED=0 / 1 is set (read once per process), which asks for a shape of the runtime kernel.
+bool conv1d_fwd_dense_narrow_shape_forced();
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_dense_narrow_spec(const Conv1dParams& p, cudaStream_t stream);
 
