@@ -192,15 +192,21 @@ cd /tmp
 # its log and times: the whole suite (~500 s on one process) plus a build no longer has to fit one 600 s call.
 # (Several pytest processes on one GPU were slower than one in session 38: 572 tests in 240 s in 3 shares, against
 # ~1700 in 470 s in one process in session 35; kernels of different processes do not overlap without MPS.)
+# The summary of a finished test run whose output is in $OUT/tests.log and whose times are in $OUT/test_times.txt;
+# $1: its exit status.
+report_tests() {
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
+  echo "slowest tests (seconds outcome phase id; all in test_times.txt):"; sort -rn "$OUT/test_times.txt" | head -15
+  echo "tests: $(tail -1 "$OUT/tests.log") (exit $1)" | tee -a "$OUT/summary.txt"
+  [ "$1" = 0 ] || status=1
+}
 detached_wait() {
   local t=0
   while [ ! -f /tmp/convkit_tests/done ] && [ $t -lt "${TESTS_WAIT:-480}" ]; do sleep 5; t=$((t + 5)); done
   cp /tmp/convkit_tests/tests.log "$OUT/tests.log" 2>/dev/null
   cp /tmp/convkit_tests/test_times.txt "$OUT/test_times.txt" 2>/dev/null
   if [ -f /tmp/convkit_tests/done ]; then
-    grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
-    echo "tests: $(tail -1 "$OUT/tests.log") (exit $(cat /tmp/convkit_tests/done))" | tee -a "$OUT/summary.txt"
-    [ "$(cat /tmp/convkit_tests/done)" = 0 ] || status=1
+    report_tests "$(cat /tmp/convkit_tests/done)"
   else
     echo "tests: still running after ${TESTS_WAIT:-480} s; $(wc -l < /tmp/convkit_tests/test_times.txt 2>/dev/null) phases logged" \
       "(collect them with: bash ci/gpu_check.sh collect); no benchmark or EXTRA_CMD beside them" | tee -a "$OUT/summary.txt"
@@ -250,10 +256,7 @@ for line in sys.stdin:
         c[what] = c.get(what, 0) + int(n)
 print(', '.join(f'{n} {w}' for w, n in c.items()) + ' ($shards shares)')" >> "$OUT/tests.log"
   fi
-  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -40
-  echo "slowest tests (seconds outcome phase id; all in test_times.txt):"; sort -rn "$CONVKIT_TEST_TIMES" | head -15
-  echo "tests: $(tail -1 "$OUT/tests.log") (exit $rc)" | tee -a "$OUT/summary.txt"
-  [ $rc -eq 0 ] || status=1
+  report_tests $rc
 fi
 if [ "$what" = profile ]; then
   # --clock-control none: leave the clocks alone (device METHOD.md); kernels of convkit only.

@@ -6,7 +6,8 @@ per run, in the order given.
         benchmarks/h200_depthwise_blc.json benchmarks/h200_depthwise_eager.json \
         benchmarks/h100_streaming.json benchmarks/h100_dense_s28.json benchmarks/h100_dense_fp32_s28.json > BENCHMARKS.md
 
-(h200_dense16_s38_after.json: the newest H200 bf16 figures, five dense cases, session 38; h100_dense_s28.json: the newest fp16/bf16 dense figures on all seven, h100_dense_fp32_s28.json the newest fp32 ones, forward and
+(h200_dense16_s38_after.json: the newest H200 bf16 figures, five dense cases, session 38; h100_dense_s28.json: the
+newest fp16/bf16 dense figures on all seven, h100_dense_fp32_s28.json the newest fp32 ones, forward and
 forward+backward, session 28; on an H100 where no H200 came; their notes say so. Older runs stay in benchmarks/ for
 NOTES.md.)
 

@@ -604,9 +604,11 @@ at::Tensor transposed_weight(const at::Tensor& w, int64_t groups, const std::vec
 // Where the phases run the narrow_out kernel (few input channels: wav2vec2's first layer, Cin 1 at stride 5), the
 // unified form is the default (session 38): each phase there reads all of dy for a few FMAs per element, so S
 // passes over dy become one; S * Cin up to 8 (narrow_out8). CONVKIT_GI_UNIFIED=0 turns that off too.
-bool gi_unified() {
+// `narrow`: the phases run the narrow_out kernel.
+bool gi_unified(bool narrow) {
   static const bool on = env_equals("CONVKIT_GI_UNIFIED", "1");
-  return on;
+  static const bool off = env_equals("CONVKIT_GI_UNIFIED", "0");
+  return on || (narrow && !off);
 }
 
 struct UnifiedGradInput {
@@ -630,16 +632,11 @@ Conv1dParams unified_grad_input_params(const Conv1dParams& p, const UnifiedGradI
   return q;
 }
 
-bool gi_unified_narrow() {
-  static const bool off = env_equals("CONVKIT_GI_UNIFIED", "0");
-  return !off;
-}
-
 UnifiedGradInput unified_grad_input(const Conv1dParams& p, const std::vector<GradInputPhase>& phases,
                                     const Choice& gi, int64_t lq) {
   UnifiedGradInput u;
   const bool narrow = gi.launch == &launch_conv1d_fwd_dense_narrow_out;
-  if (p.stride < 2 || p.groups != 1 || !(narrow ? gi_unified_narrow() : gi_unified())) return u;
+  if (p.stride < 2 || p.groups != 1 || !gi_unified(narrow)) return u;
   int64_t o_min = 0, o_max = 0, n_taps = 0;
   bool any = false;
   for (const GradInputPhase& ph : phases) {

@@ -190,14 +190,7 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
     const A* xrow = xs + ci * span + lane * S;
     for (int k = 0; k < K; ++k, ++r) {
       A wv[8];
-      if constexpr (sizeof(A) == 4) {  // two 16-byte broadcast loads
-        const float4 lo = *reinterpret_cast<const float4*>(ws + r * kTileCo + c0);
-        const float4 hi = *reinterpret_cast<const float4*>(ws + r * kTileCo + c0 + 4);
-        wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
-      } else {
-#pragma unroll
-        for (int c = 0; c < 8; ++c) wv[c] = ws[r * kTileCo + c0 + c];
-      }
+      narrow::load_tap_weights(ws + r * kTileCo + c0, wv);
       A xv[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) xv[i] = xrow[k * D + 32 * i * S];
@@ -295,16 +288,7 @@ __global__ void __launch_bounds__(32 * kLanesWarps) conv1d_fwd_dense_narrow_out_
         }
       }
       A wv[kCoT];
-      if constexpr (sizeof(A) == 4 && kCoT % 4 == 0) {
-#pragma unroll
-        for (int c = 0; c < kCoT; c += 4) {
-          const float4 w4 = *reinterpret_cast<const float4*>(ws + r * kCoT + c);
-          wv[c] = w4.x, wv[c + 1] = w4.y, wv[c + 2] = w4.z, wv[c + 3] = w4.w;
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < kCoT; ++c) wv[c] = ws[r * kCoT + c];
-      }
+      narrow::load_tap_weights(ws + r * kCoT, wv);
 #pragma unroll
       for (int c = 0; c < kCoT; ++c)
 #pragma unroll
@@ -337,12 +321,13 @@ cudaError_t launch_narrow_out_lanes(const Conv1dParams& p, cudaStream_t stream) 
   if (tiles == 0) return cudaSuccess;
   if (tiles >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
   CONVKIT_DISPATCH_DTYPE(p.dtype, {
+    const auto run = [&](auto kernel) { kernel<<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p); };
     if (cout_g == 1)
-      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 1><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+      run(conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 1>);
     else if (cout_g <= 4)
-      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 4><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+      run(conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 4>);
     else
-      conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 8><<<static_cast<unsigned>(tiles), 32 * kLanesWarps, 0, stream>>>(p);
+      run(conv1d_fwd_dense_narrow_out_lanes_kernel<scalar_t, 8>);
   });
   return cudaGetLastError();
 }
@@ -359,10 +344,15 @@ constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no
 
 // The kV = 1 shape for 4- and 8-byte dtypes; CONVKIT_DENSE_NARROW_COALESCED=1 / =0 forces it on / off
 // for every dtype (read once per process).
+// 1 / 0: CONVKIT_DENSE_NARROW_COALESCED=1 / =0; -1: unset.
+int narrow_coalesced_forced() {
+  static const int forced = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1")   ? 1
+                            : env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0") ? 0
+                                                                                 : -1;
+  return forced;
+}
 bool narrow_coalesced(DType dtype) {
-  static const bool force_on = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1");
-  static const bool force_off = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0");
-  if (force_on || force_off) return force_on;
+  if (narrow_coalesced_forced() >= 0) return narrow_coalesced_forced() == 1;
   return dtype == DType::kFloat32 || dtype == DType::kFloat64;
 }
 
@@ -388,12 +378,7 @@ cudaError_t launch_shape(const Conv1dParams& p, int64_t tiles, cudaStream_t stre
 
 }  // namespace
 
-bool conv1d_fwd_dense_narrow_shape_forced() {
-  static const bool forced = env_equals("CONVKIT_DENSE_NARROW_TILE", "1") ||
-                             env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1") ||
-                             env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0");
-  return forced;
-}
+bool conv1d_fwd_dense_narrow_shape_forced() { return narrow_tile_enabled() || narrow_coalesced_forced() >= 0; }
 
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;

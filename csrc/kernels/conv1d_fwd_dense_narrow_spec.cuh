@@ -72,14 +72,7 @@ __global__ void __launch_bounds__(kSpecThreads) conv1d_fwd_dense_narrow_spec_ker
     for (int k = 0; k < K; ++k) {
       const int r = ci * K + k;
       A wv[kCoT];
-      if constexpr (sizeof(A) == 4) {  // two 16-byte broadcast reads
-        const float4 lo = *reinterpret_cast<const float4*>(&ws[r][0]);
-        const float4 hi = *reinterpret_cast<const float4*>(&ws[r][4]);
-        wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
-      } else {
-#pragma unroll
-        for (int c = 0; c < kCoT; ++c) wv[c] = ws[r][c];
-      }
+      load_tap_weights(&ws[r][0], wv);
 #pragma unroll
       for (int c = 0; c < kCoT; ++c)
 #pragma unroll

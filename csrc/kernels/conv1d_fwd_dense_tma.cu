@@ -336,7 +336,8 @@ __host__ __device__ inline int tx_items(const TmaPlan& q, int xr) {
 // at address A goes to A + 16 (c ^ ((A >> 7) & (XR / 16 - 1))): the pattern follows the absolute address). One item
 // is an ldmatrix.x4 of raw rows (matrix m: 8 channels x 8 positions) and a transposing stmatrix.x4 that puts each
 // position's 8 channels into its image row; raw positions outside the window (the lead of a box rounded down to a
-// 16-byte unit, the tail past it) go to a scratch row. Then every thread fences its writes for the async proxy (wgmma) and arrives on the stage's "full" barrier and the raw slot's "empty" one.
+// 16-byte unit, the tail past it) go to a scratch row. Then every thread fences its writes for the async proxy
+// (wgmma) and arrives on the stage's "full" barrier and the raw slot's "empty" one.
 // Every stage has the same items and every slot's image starts on a 1024-byte boundary (as the swizzle patterns
 // repeat), so a lane's two addresses of item j (warp items tw, tw + kTxWarps, ...: at most kTxMaxItems, tx_items)
 // are computed once, as offsets from the raw slot and the image.

@@ -66,6 +66,22 @@ __device__ __forceinline__ void stage_weights(const Conv1dParams& p, A* ws, A* b
                           : A(0);
 }
 
+// wv[c] = src[c] for c < N: one tap's weights of N output channels from the [tap][channel] array stage_weights
+// fills, by 16-byte broadcast reads where A is float and N a multiple of 4 (src is then 16-byte aligned).
+template <int N, typename A>
+__device__ __forceinline__ void load_tap_weights(const A* src, A (&wv)[N]) {
+  if constexpr (sizeof(A) == 4 && N % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < N; c += 4) {
+      const float4 w4 = *reinterpret_cast<const float4*>(src + c);
+      wv[c] = w4.x, wv[c + 1] = w4.y, wv[c + 2] = w4.z, wv[c + 3] = w4.w;
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < N; ++c) wv[c] = src[c];
+  }
+}
+
 // y[b, co0 + c, j0 + v] = activation(acc[c][v] + bs[c]) for c < n_co and j0 + v < out_length.
 template <typename T, int kV, int kCoT, typename A>
 __device__ __forceinline__ void store_outputs(const Conv1dParams& p, A (&acc)[kCoT][kV], const A* bs, int64_t b,
