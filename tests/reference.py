@@ -1,5 +1,5 @@
-"""float64 reference for conv1d and its gradients, computed by torch, the comparison rules, and the names of the
-CUDA kernels a call launches (for the tests and their child processes)."""
+"""float64 reference for conv1d and its gradients, computed by torch, the comparison rules, the names of the
+CUDA kernels a call launches, and inputs held in unusual layouts (for the tests and their child processes)."""
 import torch
 import torch.nn.functional as F
 
@@ -54,3 +54,16 @@ def cuda_kernel_names(fn):
         fn()
         torch.cuda.synchronize()
     return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+def random_laid_out(shape, dtype, view, device="cuda"):
+    """Fresh standard-normal values of a (B, C, L) `shape` in `dtype`, held as `view` says: "positions", every other
+    element of rows twice as long (position stride 2); "offset", contiguous but one element past the start of its
+    allocation (so no row starts on a 16-byte boundary); None, contiguous."""
+    B, C, L = shape
+    if view == "positions":
+        return torch.randn(B, C, 2 * L, device=device).to(dtype)[:, :, ::2]
+    if view == "offset":
+        return torch.randn(B * C * L + 1, device=device).to(dtype)[1:].view(B, C, L)
+    assert view is None, view
+    return torch.randn(B, C, L, device=device).to(dtype)

@@ -9,7 +9,7 @@ import torch
 import convkit
 from convkit.functional import resolve_padding
 
-from reference import REL_TOL, TF32_REL_TOL, assert_close, cuda_kernel_names, reference
+from reference import REL_TOL, TF32_REL_TOL, assert_close, cuda_kernel_names, random_laid_out, reference
 
 pytestmark = pytest.mark.cuda
 
@@ -1088,10 +1088,8 @@ def test_dense_tma_forward_copies_bcl_x(case, dtype, poison_outputs):
     x, w, b = make_inputs(B, Cin, Cout, K, L, groups, dtype)
     if view == "channels":
         x = torch.randn(B, 2 * Cin, L, device="cuda").to(dtype)[:, ::2]
-    elif view == "positions":
-        x = torch.randn(B, Cin, 2 * L, device="cuda").to(dtype)[:, :, ::2]
-    elif view == "offset":  # even rows, but x itself 2 bytes past a 16-byte boundary: every row realigned
-        x = torch.randn(B * Cin * L + 1, device="cuda").to(dtype)[1:].view(B, Cin, L)
+    elif view in ("positions", "offset"):  # (offset: even rows, but x 2 bytes past a 16-byte boundary: all realigned)
+        x = random_laid_out((B, Cin, L), dtype, view)
     elif view == "tail":  # rows of 1008 elements holding 1001 positions: the last 16-byte chunk is partial
         x = torch.randn(B, Cin, (L + 7) // 8 * 8, device="cuda").to(dtype)[:, :, :L]
     assert tma_copy_expected(Cin, Cout, K, stride, groups, dtype)
@@ -1149,7 +1147,7 @@ def test_dense_tma_grad_input_any_dy_strides(dy_layout, dtype, poison_outputs):
         if dy_layout == "blc_view":
             dy = torch.randn(B, lout, Cout, device="cuda").to(dtype).transpose(1, 2)
         elif dy_layout == "position_stride":
-            dy = torch.randn(B, Cout, 2 * lout, device="cuda").to(dtype)[:, :, ::2]
+            dy = random_laid_out((B, Cout, lout), dtype, "positions")
         elif dy_layout == "expanded_row":
             dy = torch.randn(lout, device="cuda").to(dtype).expand(B, Cout, lout)
         else:
@@ -1186,11 +1184,7 @@ def test_dense_tma_grad_input_reads_dy_as_it_lies(case, dtype, poison_outputs):
     assert convkit.explain(x, w, b, padding=P, dilation=D, groups=G)["grad_input"] == expected  # for a fresh dy
     xr = x.clone().requires_grad_()
     y = convkit.conv1d(xr, w, b, padding=P, dilation=D, groups=G)
-    dy = torch.randn_like(y)
-    if view == "positions":
-        dy = torch.randn(*y.shape[:2], 2 * y.shape[2], device="cuda").to(dtype)[:, :, ::2]
-    elif view == "offset":
-        dy = torch.randn(y.numel() + 1, device="cuda").to(dtype)[1:].view(y.shape)
+    dy = random_laid_out(tuple(y.shape), dtype, view)
     grads = []
     ran = cuda_kernel_names(lambda: grads.extend(torch.autograd.grad(y, xr, dy)))
     dx = grads[0]
@@ -1659,7 +1653,7 @@ def test_dense_tma_copy_switch(mode):
 COPY_VW8_SCRIPT = r"""
 import os, sys, torch, convkit
 sys.path.insert(0, sys.argv[1])
-from reference import reference, assert_close
+from reference import reference, assert_close, random_laid_out
 torch.manual_seed(0)
 for view, B, C, L, S in (("", 2, 512, 1999, 2), ("", 3, 256, 2056, 1), ("channels", 2, 256, 1001, 1),
                          ("offset", 2, 192, 1024, 1)):
@@ -1668,7 +1662,7 @@ for view, B, C, L, S in (("", 2, 512, 1999, 2), ("", 3, 256, 2056, 1), ("channel
     if view == "channels":
         x = torch.randn(B, 2 * C, L, device="cuda").to(dt)[:, ::2]
     elif view == "offset":
-        x = torch.randn(B * C * L + 1, device="cuda").to(dt)[1:].view(B, C, L)
+        x = random_laid_out((B, C, L), dt, "offset")
     x.requires_grad_()
     w = (torch.randn(C, C, 3, device="cuda") / (C * 3) ** 0.5).to(dt).requires_grad_()
     b = torch.randn(C, device="cuda").to(dt)
