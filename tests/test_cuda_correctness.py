@@ -2201,7 +2201,9 @@ def test_f32_grad_weight_dense_like():
 # (the default: two where three stages fit twice, as TF32), CONVKIT_DENSE_F32_STAGES=3 keeps paired blocks at three
 # stages (the default: four where they fit twice, as in the stride-2 case below), CONVKIT_DENSE_F32_WIDE=0 keeps
 # 128 x 128 tiles where Cout/groups <= 64 (the default: 64 x 256, the grouped case below and every grad-input of Cin
-# <= 64); either way forward and grad-input (its phases run the same kernel) match float64 torch, TF32 and IEEE,
+# <= 64), CONVKIT_DENSE_F32_SHIFT=0 reads the IEEE taps whose rows are not 16-byte aligned by 4-byte loads (the
+# default: aligned loads and a compile-time pick; taps 1, 2 and 3 floats into a unit: the first, second and third
+# case); either way forward and grad-input (its phases run the same kernel) match float64 torch, TF32 and IEEE,
 # poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
 import os, re, sys, torch, convkit
@@ -2250,10 +2252,12 @@ print("f32 switch cases passed")
 
 
 @pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW=None, CONVKIT_DENSE_F32_CC=None,
-                                      CONVKIT_DENSE_F32_FFMA_2BLOCKS=None, CONVKIT_DENSE_F32_WIDE=None), dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
+                                      CONVKIT_DENSE_F32_FFMA_2BLOCKS=None, CONVKIT_DENSE_F32_WIDE=None,
+                                      CONVKIT_DENSE_F32_SHIFT=None),
+                                 dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
                                  dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0"), dict(CONVKIT_DENSE_F32_STAGES="3"),
-                                 dict(CONVKIT_DENSE_F32_WIDE="0")],
-                         ids=["default", "im2col", "cc8", "ffma_1block", "stages3", "no_wide"])
+                                 dict(CONVKIT_DENSE_F32_WIDE="0"), dict(CONVKIT_DENSE_F32_SHIFT="0")],
+                         ids=["default", "im2col", "cc8", "ffma_1block", "stages3", "no_wide", "no_shift"])
 def test_dense_f32_forward_switches(env):
     run_child_script(F32_SWITCH_SCRIPT, "f32 switch cases passed", CONVKIT_POISON_OUTPUTS="1", **env)
 

@@ -28,6 +28,7 @@
 // conv1d_dense_f32.cu (conv1d_fwd_dense_f32_im2col).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "activation.cuh"
 #include "common.cuh"
@@ -66,6 +67,8 @@ struct WindowPlan {
   int y_vec;       // 1: y rows of unit stride starting on 16-byte boundaries: vector stores for whole tiles
   int64_t cin_g, cout_g, chunks, m_tiles, j_tiles, num_tiles;
   int wide;        // 1: 64 x 256 tiles (Cout/groups <= 64), else kBM x kBN = 128 x 128
+  int shift;       // FFMA, taps whose window rows are not 16-byte aligned: 1 reads them by aligned 16- / 8-byte
+                   // loads and picks the thread's four floats (shifted_quad), 0 by four 4-byte loads a quad
 };
 
 // Floats of the packed weights: every stage's image, for every group and m tile.
@@ -130,6 +133,19 @@ __device__ __forceinline__ void decode(const WindowPlan& q, int64_t groups, Curs
 __device__ __forceinline__ float round_tf32(float v) {
   const uint32_t b = __float_as_uint(v);
   return __uint_as_float((b & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu : (b + 0x1000u) & 0xffffe000u);
+}
+
+// Floats u[R .. R + 3] of the 16-byte aligned u (R 1..3): the four window positions of an FFMA quad whose tap row
+// starts R floats into a 16-byte unit, from aligned loads only (R 2: two 8-byte loads; R 1, 3: two 16-byte ones).
+template <int R>
+__device__ __forceinline__ float4 shifted_quad(const float* u) {
+  if constexpr (R == 2) {
+    const float2 lo = *reinterpret_cast<const float2*>(u + 2), hi = *reinterpret_cast<const float2*>(u + 4);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  } else {
+    const float4 lo = *reinterpret_cast<const float4*>(u), hi = *reinterpret_cast<const float4*>(u + 4);
+    return R == 1 ? make_float4(lo.y, lo.z, lo.w, hi.x) : make_float4(lo.w, hi.x, hi.y, hi.z);
+  }
 }
 
 // kBlocks: blocks per SM the registers are capped for (TF32: 2, <= 128 registers; FFMA: 2 where the plan pairs
@@ -365,6 +381,25 @@ __global__ void __launch_bounds__(kThreads, kBlocks)
             const float4 x1 = *reinterpret_cast<const float4*>(xk + c * q.xp + kHalfN);
             ffma_8x8(acc, a0, a1, x0, x1);
           }
+        } else if (q.shift) {
+          // the tap's rows start r = off % 4 floats into a 16-byte unit: each quad of the thread's positions is
+          // read from the aligned unit(s) around it (r 2: two 8-byte loads; r 1, 3: two 16-byte loads) and the
+          // four floats picked at compile time, in place of four 4-byte loads. The last unit read ends at or
+          // before the end of the tap's phase row (phase rows are whole 16-byte units), so it stays in the window.
+          const float* xa = xk - (off & 3);
+          const auto quads = [&](auto shift) {
+            constexpr int R = decltype(shift)::value;
+#pragma unroll 4
+            for (int c = 0; c < CC; ++c) {
+              const float4 a0 = ak[c * kRow4], a1 = ak[c * kRow4 + kRow4 / 2];
+              const float* xr = xa + c * q.xp;
+              ffma_8x8(acc, a0, a1, shifted_quad<R>(xr), shifted_quad<R>(xr + kHalfN));
+            }
+          };
+          const int r = off & 3;
+          if (r == 2) quads(std::integral_constant<int, 2>{});
+          else if (r == 1) quads(std::integral_constant<int, 1>{});
+          else quads(std::integral_constant<int, 3>{});
         } else {
 #pragma unroll 4
           for (int c = 0; c < CC; ++c) {
@@ -461,6 +496,9 @@ bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q)
   // the window of bn outputs, channel rows of xp = 8 (mod 32) floats: conflict-free B fragments and FFMA rows
   if (!f32win::plan_window(p, bn, kMaxK, 8, q)) return false;
   q.y_vec = rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, 4);
+  // CONVKIT_DENSE_F32_SHIFT=0: the FFMA kernel reads unaligned taps by 4-byte loads (as before session 40)
+  static const bool shift_off = env_equals("CONVKIT_DENSE_F32_SHIFT", "0");
+  q.shift = !tf32 && !shift_off;
   // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). Both
   // kernels are capped at 128 registers and run two blocks per SM where three stages each fit in half the SM's
   // shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per block), otherwise one block with up to four
