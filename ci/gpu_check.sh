@@ -41,6 +41,8 @@
 #   BENCH_ARGS=... bash ci/gpu_check.sh collect
 #                                        # (the next call, warm, no build) waits for it and brings back its log and
 #                                        # times, then the benchmark if BENCH_ARGS is set, then EXTRA_CMD
+#   TESTS_WAIT=300 EXTRA_CMD='bash $repo/ci/ab_experiments.sh' bash ci/gpu_check.sh collect
+#                                        # the open A/B timings (ci/ab_experiments.sh) once the tests have ended
 #   MICRO_PARTS="5" MICRO_FLAGS=-DLONG_K bash ci/gpu_check.sh all
 #                                        # also these parts of the micro-benchmark (ci/dw_micro.cu), compiled
 #                                        # while the package builds and run after the rest, into micro.log

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The open A/B timings of the installed package, one bench process per setting (the switches are read once per
+# process), each line "== <setting>" then the bench's table. Meant as the EXTRA_CMD of a warm call once the tests
+# have ended, e.g.
+#   TESTS_WAIT=300 EXTRA_CMD='bash $repo/ci/ab_experiments.sh' bash ci/gpu_check.sh collect
+# AB_PARTS picks parts (default all): narrow, act, ieee. Each bench run is capped by timeout: AB_TIMEOUT seconds where
+# set, else 40 (narrow), 60 (act), 150 (ieee: kb76's IEEE fwd+bwd takes ~75 ms a call).
+#   narrow  w2v_first forward: the default (the dense_narrow table entry, K10 S5) against the runtime kernel
+#           (--compare-generic: "spec/generic"), the tiled narrow forward (CONVKIT_DENSE_NARROW_TILE=1) and the lanes
+#           grad-input (CONVKIT_DENSE_NARROW_OUT_LANES=1), bf16 and fp32.
+#   act     16-bit dense forwards without and with a fused activation (the epilogue in wg::store_c_tile, session 39).
+#   ieee    IEEE fp32 window forward (and the grad-input phases on it): unaligned taps by aligned loads (default) or
+#           by 4-byte loads (CONVKIT_DENSE_F32_SHIFT=0, session 40).
+PY=${PYTHON:-python3}
+parts=${AB_PARTS:-narrow act ieee}
+for part in $parts; do
+  case $part in narrow) T=${AB_TIMEOUT:-40} ;; act) T=${AB_TIMEOUT:-60} ;; *) T=${AB_TIMEOUT:-150} ;; esac
+  case $part in
+    narrow)
+      for e in "" CONVKIT_DENSE_NARROW_TILE=1 CONVKIT_DENSE_NARROW_OUT_LANES=1; do
+        echo "== narrow ${e:-default}"
+        env $e timeout "$T" "$PY" -m convkit.bench --cuda-graph --cases w2v_first_k10s5 --dtypes bfloat16,float32 \
+          --compare-generic
+      done ;;
+    act)
+      for a in "" gelu silu; do
+        echo "== act ${a:-none}"
+        timeout "$T" "$PY" -m convkit.bench --cuda-graph --cases kb76_dense_s3d4,kb67_dense_k3,tcn_k3_d8,w2v_k3s2 \
+          --dtypes bfloat16 --directions fwd ${a:+--activation $a}
+      done ;;
+    ieee)
+      for e in "" CONVKIT_DENSE_F32_SHIFT=0; do
+        echo "== ieee ${e:-default}"
+        env $e timeout "$T" "$PY" -m convkit.bench --cuda-graph --dtypes float32_ieee \
+          --cases kb76_dense_s3d4,kb67_dense_k3,w2v_k3s2,grouped_g8_k5,wavenet_k2_d512
+      done ;;
+    *) echo "ab_experiments: unknown part $part"; exit 2 ;;
+  esac
+done
