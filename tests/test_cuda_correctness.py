@@ -2202,8 +2202,8 @@ def test_f32_grad_weight_dense_like():
 # stages (the default: four where they fit twice, as in the stride-2 case below), CONVKIT_DENSE_F32_WIDE=0 keeps
 # 128 x 128 tiles where Cout/groups <= 64 (the default: 64 x 256, the grouped case below and every grad-input of Cin
 # <= 64), CONVKIT_DENSE_F32_SHIFT=0 reads the IEEE taps whose rows are not 16-byte aligned by 4-byte loads (the
-# default: aligned loads and a compile-time pick; taps 1, 2 and 3 floats into a unit: the first, second and third
-# case); either way forward and grad-input (its phases run the same kernel) match float64 torch, TF32 and IEEE,
+# default: aligned loads and a compile-time pick; taps 3 and 1 floats into a unit in the first case, 1 in the second,
+# 2 in the third, in the forward and the grad-input phases); either way forward and grad-input (its phases run the same kernel) match float64 torch, TF32 and IEEE,
 # poisoned outputs.
 F32_SWITCH_SCRIPT = r"""
 import os, re, sys, torch, convkit
@@ -2253,7 +2253,7 @@ print("f32 switch cases passed")
 
 @pytest.mark.parametrize("env", [dict(CONVKIT_DENSE_F32_WINDOW=None, CONVKIT_DENSE_F32_CC=None,
                                       CONVKIT_DENSE_F32_FFMA_2BLOCKS=None, CONVKIT_DENSE_F32_WIDE=None,
-                                      CONVKIT_DENSE_F32_SHIFT=None),
+                                      CONVKIT_DENSE_F32_SHIFT=None, CONVKIT_DENSE_F32_STAGES=None),
                                  dict(CONVKIT_DENSE_F32_WINDOW="0"), dict(CONVKIT_DENSE_F32_CC="8"),
                                  dict(CONVKIT_DENSE_F32_FFMA_2BLOCKS="0"), dict(CONVKIT_DENSE_F32_STAGES="3"),
                                  dict(CONVKIT_DENSE_F32_WIDE="0"), dict(CONVKIT_DENSE_F32_SHIFT="0")],
