@@ -14,21 +14,23 @@
 PY=${PYTHON:-python3}
 parts=${AB_PARTS:-narrow act ieee}
 for part in $parts; do
-  case $part in narrow) T=${AB_TIMEOUT:-40} ;; act) T=${AB_TIMEOUT:-60} ;; *) T=${AB_TIMEOUT:-150} ;; esac
   case $part in
     narrow)
+      T=${AB_TIMEOUT:-40}
       for e in "" CONVKIT_DENSE_NARROW_TILE=1 CONVKIT_DENSE_NARROW_OUT_LANES=1; do
         echo "== narrow ${e:-default}"
         env $e timeout "$T" "$PY" -m convkit.bench --cuda-graph --cases w2v_first_k10s5 --dtypes bfloat16,float32 \
           --compare-generic
       done ;;
     act)
+      T=${AB_TIMEOUT:-60}
       for a in "" gelu silu; do
         echo "== act ${a:-none}"
         timeout "$T" "$PY" -m convkit.bench --cuda-graph --cases kb76_dense_s3d4,kb67_dense_k3,tcn_k3_d8,w2v_k3s2 \
           --dtypes bfloat16 --directions fwd ${a:+--activation $a}
       done ;;
     ieee)
+      T=${AB_TIMEOUT:-150}
       for e in "" CONVKIT_DENSE_F32_SHIFT=0; do
         echo "== ieee ${e:-default}"
         env $e timeout "$T" "$PY" -m convkit.bench --cuda-graph --dtypes float32_ieee \
