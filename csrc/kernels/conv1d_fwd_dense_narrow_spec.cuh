@@ -82,16 +82,21 @@ __global__ void __launch_bounds__(kSpecThreads) conv1d_fwd_dense_narrow_spec_ker
   store_outputs<T, kV, kCoT>(p, acc, bs, b, co0, n_co, j0);
 }
 
+// Blocks of the entry kernel's grid: (batch row, group, position tile, channel tile).
+inline int64_t spec_tiles(const Conv1dParams& p) {
+  return p.batch * p.groups * ceil_div(p.out_length, int64_t{kSpecThreads * kSpecV}) *
+         ceil_div(p.out_channels / p.groups, int64_t{kSpecCoT});
+}
+
 // Whether an entry's kernel takes p: p's K / S / D are the entry's, x rows are contiguous, and the runtime narrow
-// kernel's limits hold (dispatch.cpp asks conv1d_fwd_dense_narrow_spec_supports, the same without K / S / D).
+// kernel's limits hold (dispatch.cpp picks an entry where conv1d_fwd_dense_narrow_supports holds and x's position
+// stride is 1).
 template <int K, int S, int D>
 bool spec_supports(const Conv1dParams& p) {
   if (p.kernel_size != K || p.stride != S || p.dilation != D || p.x_stride_l != 1) return false;
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
-  const int64_t cin_g = p.in_channels / p.groups, cout_g = p.out_channels / p.groups;
-  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, int64_t{kSpecThreads * kSpecV}) *
-                        ceil_div(cout_g, int64_t{kSpecCoT});
-  return cin_g >= 1 && cin_g * K <= kSpecMaxRed && tiles < (int64_t{1} << 31);
+  const int64_t cin_g = p.in_channels / p.groups;
+  return cin_g >= 1 && cin_g * K <= kSpecMaxRed && spec_tiles(p) < (int64_t{1} << 31);
 }
 
 }  // namespace narrow
@@ -100,9 +105,7 @@ template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_dense_narrow_spec(const Conv1dParams& p, cudaStream_t stream) {
   using T = typename ScalarOf<dt>::type;
   if (!narrow::spec_supports<K, S, D>(p)) return cudaErrorInvalidValue;
-  const int64_t cout_g = p.out_channels / p.groups;
-  const int64_t tiles = p.batch * p.groups * ceil_div(p.out_length, int64_t{narrow::kSpecThreads * narrow::kSpecV}) *
-                        ceil_div(cout_g, int64_t{narrow::kSpecCoT});
+  const int64_t tiles = narrow::spec_tiles(p);
   if (tiles == 0) return cudaSuccess;
   narrow::conv1d_fwd_dense_narrow_spec_kernel<T, K, S, D>
       <<<static_cast<unsigned>(tiles), narrow::kSpecThreads, 0, stream>>>(p);
