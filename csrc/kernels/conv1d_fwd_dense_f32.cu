@@ -496,9 +496,10 @@ bool make_plan_tiles(const Conv1dParams& p, bool tf32, bool wide, WindowPlan& q)
   // the window of bn outputs, channel rows of xp = 8 (mod 32) floats: conflict-free B fragments and FFMA rows
   if (!f32win::plan_window(p, bn, kMaxK, 8, q)) return false;
   q.y_vec = rows_vec_aligned(p.y, p.y_stride_b, p.y_stride_c, p.y_stride_l, 4);
-  // CONVKIT_DENSE_F32_SHIFT=0: the FFMA kernel reads unaligned taps by 4-byte loads (as before session 40)
-  static const bool shift_off = env_equals("CONVKIT_DENSE_F32_SHIFT", "0");
-  q.shift = !tf32 && !shift_off;
+  // CONVKIT_DENSE_F32_SHIFT=1: the FFMA kernel reads unaligned taps by aligned loads (session 40; H100, session 41:
+  // within 1 % of the 4-byte loads on kb76 / kb67 / w2v_k3s2 / wavenet, 2 % slower on grouped_g8, so not the default)
+  static const bool shift_on = env_equals("CONVKIT_DENSE_F32_SHIFT", "1");
+  q.shift = !tf32 && shift_on;
   // 16 channels a stage where three stages fit, else 8 (CONVKIT_DENSE_F32_CC=8: always 8, an experiment). Both
   // kernels are capped at 128 registers and run two blocks per SM where three stages each fit in half the SM's
   // shared memory (per SM: the opt-in limit + 1 KB, less 1 KB per block), otherwise one block with up to four

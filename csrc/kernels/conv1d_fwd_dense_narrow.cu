@@ -9,8 +9,9 @@
 // positions of one batch row; a thread computes kV consecutive positions x kCoT channels: for every
 // (ci, k) of the reduction it loads the kV x values its positions need (one L1-resident window per
 // warp) and does kV * kCoT FMAs with weights broadcast from shared memory; bias + activation in the
-// epilogue. (A tiled shape below, x window and weights in shared memory, is opt-in: CONVKIT_DENSE_NARROW_TILE=1.)
-// Two shapes:
+// epilogue. Where the group has 64 output channels or more, the tiled shape below (x window and weights in shared
+// memory, lanes on consecutive positions) runs instead by default (CONVKIT_DENSE_NARROW_TILE=0 / =1: never / wherever
+// it fits); the per-thread shapes serve the other calls. Two per-thread shapes:
 //  * 128 threads, kV 8, kCoT 8 (16-bit dtypes; w2v_first bf16 1.27 ms on the H200): each channel's
 //    8 outputs leave as the widest stores their address allows. y rows of odd length (w2v: Lout 49999)
 //    are mostly 2-byte aligned, so a warp's store instruction writes 2 bytes into each of 16 sectors,
@@ -139,11 +140,14 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 // whatever the row's alignment; the runs shape above wrote 2-byte pieces 16 bytes apart where rows are odd.
 // Shared memory: red * kTileCo weights + Cin/groups * ((kTileN - 1) S + (K - 1) D + 1) x values, at most
 // kTileSmem bytes less the static bias array (else the shapes above).
-// Measured (H200, bf16, CUDA graphs, session 38, with the channel tiles of one window next to each other in the
-// grid): w2v_first_k10s5 forward 1.322 ms against 1.274 for the runs shape, so the 2-byte stores were not what
-// bounded it. Both write each row in short pieces (512 bytes a block here, 2 KB there) while the blocks running at
-// once cover one position range of every row; the grid now runs the position tiles of one row band next to each
-// other instead (longer runs per DRAM page), not yet measured.
+// Measured: H200, bf16, session 38, with the channel tiles of one window next to each other in the grid: w2v_first
+// forward 1.322 ms against 1.274 for the runs shape. With the grid as now (the position tiles of one row band next
+// to each other), H100, session 41: bf16 1.251 ms against 1.640 for the runs shape (the table entry), fp32 1.199
+// against 2.516 for the coalesced shape; hence the default above. What still bounds it: ci/store_micro.cu (H100) wrote
+// this y shape (rows of 99998 bytes) at 0.96-1.02 TB/s with this kernel's stores (a warp writes 64 contiguous
+// bytes), 0.32 TB/s with the runs shape's 2-byte stores 16 bytes apart, 1.8 TB/s with 4-byte aligned pairs and
+// 2.0 TB/s with rows staged in shared memory and written as aligned 16-byte units, against 2.9 TB/s for flat
+// 16-byte stores.
 constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
 
 template <typename T>
@@ -214,9 +218,12 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
   }
 }
 
-bool narrow_tile_enabled() {
-  static const bool on = env_equals("CONVKIT_DENSE_NARROW_TILE", "1");
-  return on;
+// CONVKIT_DENSE_NARROW_TILE (read once per process): 1 / 0 = "1" / "0", -1 unset.
+int narrow_tile_forced() {
+  static const int forced = env_equals("CONVKIT_DENSE_NARROW_TILE", "1")   ? 1
+                            : env_equals("CONVKIT_DENSE_NARROW_TILE", "0") ? 0
+                                                                           : -1;
+  return forced;
 }
 
 // The tiled shape's x window per input channel, or 0 where its shared memory would pass kTileSmem.
@@ -236,7 +243,8 @@ int64_t narrow_tile_span(const Conv1dParams& p) {
 // Each x load instruction of a warp then reads 32 consecutive positions of one row (64 contiguous bytes in 16-bit
 // at stride 1) where the per-thread shape's (8 consecutive positions per thread) touched 16 sectors 16 bytes apart.
 // Aim: w2v_first's grad-input (its five phases as one convolution, narrow_out8), 1.392 ms on the H200 for 819 MB of
-// dy, about 590 GB/s. Not yet measured.
+// dy, about 590 GB/s. Measured (H100, session 41): w2v_first fwd+bwd bf16 4.20 ms against 4.00 without it, fp32 5.77
+// against 5.78; it stays opt-in.
 constexpr int kLanesWarps = 4, kLanesN = 256 * kLanesWarps;
 
 template <typename T, int kCoT>
@@ -356,6 +364,16 @@ bool narrow_coalesced(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64;
 }
 
+// The tiled shape (where its window fits, narrow_tile_span): by default where the group has a whole tile of output
+// channels (Cout/groups >= 64: every warp of the block busy) and no per-thread shape is forced;
+// CONVKIT_DENSE_NARROW_TILE=1 wherever it fits, =0 never. Measured on w2v_first_k10s5 (Cout 512; H100, CUDA graphs,
+// session 41): bf16 forward 1.251 ms against 1.640 for the per-thread 8 x 8 shape (the table's K 10 S 5 entry then),
+// fp32 1.199 against 2.516 (the 1 x 16 shape).
+bool narrow_tile_wanted(const Conv1dParams& p) {
+  if (narrow_tile_forced() >= 0) return narrow_tile_forced() == 1;
+  return narrow_coalesced_forced() < 0 && p.out_channels / p.groups >= kTileCo;
+}
+
 // The few-output-channel use, on unless CONVKIT_DENSE_NARROW_OUT=0 (read once per process).
 bool narrow_out_enabled() {
   static const bool off = env_equals("CONVKIT_DENSE_NARROW_OUT", "0");
@@ -378,7 +396,7 @@ cudaError_t launch_shape(const Conv1dParams& p, int64_t tiles, cudaStream_t stre
 
 }  // namespace
 
-bool conv1d_fwd_dense_narrow_shape_forced() { return narrow_tile_enabled() || narrow_coalesced_forced() >= 0; }
+bool conv1d_fwd_dense_narrow_shape_forced() { return narrow_tile_forced() >= 0 || narrow_coalesced_forced() >= 0; }
 
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
   if (p.groups < 1 || p.in_channels % p.groups || p.out_channels % p.groups) return false;
@@ -390,7 +408,7 @@ bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
-  const int64_t span = narrow_tile_enabled() ? narrow_tile_span(p) : 0;
+  const int64_t span = narrow_tile_wanted(p) ? narrow_tile_span(p) : 0;
   if (span > 0) {
     const int64_t cout_g = p.out_channels / p.groups;
     const int64_t tiles =

@@ -29,8 +29,8 @@ int64_t plan_conv1d_bwd_weight(Conv1dParams& p, bool with_bias);
 cudaError_t launch_conv1d_bwd_weight_generic(const Conv1dParams& p, cudaStream_t stream);
 
 // Dense/grouped forward with a narrow reduction, Cin/groups < 8 and Cin/groups * K <= 64, any dtype: direct
-// FMAs, 8 positions x 8 channels per thread (CONVKIT_DENSE_NARROW_TILE=1: x windows and weights in shared memory,
-// 64 channels x 256 positions a block; kernels/conv1d_fwd_dense_narrow.cu); dispatch.cpp also runs
+// FMAs: x windows and weights in shared memory, 64 channels x 256 positions a block, where Cout/groups >= 64 (and the
+// window fits), else per thread from global memory (kernels/conv1d_fwd_dense_narrow.cu); dispatch.cpp also runs
 // depthwise calls with a channel multiplier >= 8 on it (wav2vec2's first layer: Cin 1, Cout 512).
 bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p);
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream);
@@ -172,8 +172,9 @@ cudaError_t launch_conv1d_bwd_depthwise(const Conv1dParams& p, cudaStream_t stre
 
 // The narrow dense forward with K, S, D fixed (kernels/conv1d_fwd_dense_narrow_spec.cuh; table family "dense_narrow",
 // instantiated by kernels/generated/*.cu): takes the calls conv1d_fwd_dense_narrow_supports takes with those K, S, D
-// and x's position stride 1. conv1d_fwd_dense_narrow_shape_forced(): CONVKIT_DENSE_NARROW_TILE=1 or
-// CONVKIT_DENSE_NARROW_COALESCED=0 / 1 is set (read once per process), which asks for a shape of the runtime kernel.
+// and x's position stride 1. conv1d_fwd_dense_narrow_shape_forced(): CONVKIT_DENSE_NARROW_TILE or
+// CONVKIT_DENSE_NARROW_COALESCED is 0 or 1 (read once per process), which asks for a shape of the runtime kernel.
+// (The table has no such entry since session 41: K 10 S 5 measured slower than the runtime kernels.)
 bool conv1d_fwd_dense_narrow_shape_forced();
 template <DType dt, int K, int S, int D>
 cudaError_t launch_conv1d_fwd_dense_narrow_spec(const Conv1dParams& p, cudaStream_t stream);

@@ -52,11 +52,8 @@ const SpecEntry kSpecEntries[] = {
     {"depthwise", 5, 1, 2,
      {&launch_conv1d_fwd_depthwise<DType::kFloat32, 5, 1, 2>, &launch_conv1d_fwd_depthwise<DType::kFloat16, 5, 1, 2>, &launch_conv1d_fwd_depthwise<DType::kBFloat16, 5, 1, 2>, nullptr},
      {&launch_conv1d_bwd_depthwise<DType::kFloat32, 5, 1, 2>, &launch_conv1d_bwd_depthwise<DType::kFloat16, 5, 1, 2>, &launch_conv1d_bwd_depthwise<DType::kBFloat16, 5, 1, 2>, nullptr}},
-    {"dense_narrow", 10, 5, 1,
-     {&launch_conv1d_fwd_dense_narrow_spec<DType::kFloat32, 10, 5, 1>, &launch_conv1d_fwd_dense_narrow_spec<DType::kFloat16, 10, 5, 1>, &launch_conv1d_fwd_dense_narrow_spec<DType::kBFloat16, 10, 5, 1>, nullptr},
-     {nullptr, nullptr, nullptr, nullptr}},
     {nullptr, 0, 0, 0, {}, {}},  // keeps the array non-empty
 };
-const int kNumSpecEntries = 17;
+const int kNumSpecEntries = 16;
 
 }  // namespace convkit
