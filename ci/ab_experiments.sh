@@ -6,7 +6,8 @@
 # AB_PARTS picks parts (default all): narrow, act, ieee. Each bench run is capped by timeout: AB_TIMEOUT seconds where
 # set, else 40 (narrow), 60 (act), 150 (ieee: kb76's IEEE fwd+bwd takes ~75 ms a call).
 #   narrow  w2v_first: the default (the tiled narrow forward since session 41) against the per-thread shapes
-#           (CONVKIT_DENSE_NARROW_TILE=0) and the lanes grad-input (CONVKIT_DENSE_NARROW_OUT_LANES=1), bf16 and fp32.
+#           (CONVKIT_DENSE_NARROW_TILE=0), its staged 16-byte stores (CONVKIT_DENSE_NARROW_STAGED=1, 16-bit only) and
+#           the lanes grad-input (CONVKIT_DENSE_NARROW_OUT_LANES=1), bf16 and fp32.
 #   act     16-bit dense forwards without and with a fused activation (the epilogue in wg::store_c_tile, session 39).
 #   ieee    IEEE fp32 window forward (and the grad-input phases on it): unaligned taps by 4-byte loads (default) or
 #           by aligned loads (CONVKIT_DENSE_F32_SHIFT=1, session 40; H100 session 41: within 1-2 %).
@@ -16,7 +17,7 @@ for part in $parts; do
   case $part in
     narrow)
       T=${AB_TIMEOUT:-40}
-      for e in "" CONVKIT_DENSE_NARROW_TILE=0 CONVKIT_DENSE_NARROW_OUT_LANES=1; do
+      for e in "" CONVKIT_DENSE_NARROW_STAGED=1 CONVKIT_DENSE_NARROW_TILE=0 CONVKIT_DENSE_NARROW_OUT_LANES=1; do
         echo "== narrow ${e:-default}"
         env $e timeout "$T" "$PY" -m convkit.bench --cuda-graph --cases w2v_first_k10s5 --dtypes bfloat16,float32
       done ;;

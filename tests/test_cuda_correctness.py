@@ -1953,20 +1953,25 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
                     convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G)
                     torch.cuda.synchronize()
                 ran = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-                tiled = any("conv1d_fwd_dense_narrow_tile_kernel" in n for n in ran)
-                assert tiled == (name != "d6000_untiled"), (name, sorted(ran))
+                tiled = [n for n in ran if "conv1d_fwd_dense_narrow_tile_kernel" in n]
+                assert bool(tiled) == (name != "d6000_untiled"), (name, sorted(ran))
+                # the staged epilogue is the kernel's <bf16, true> instance (CONVKIT_DENSE_NARROW_STAGED=1)
+                staged = any("true" in n or "(bool)1" in n for n in tiled)
+                assert staged == (bool(tiled) and os.environ.get("CONVKIT_DENSE_NARROW_STAGED") == "1"), sorted(ran)
 print("forced narrow shape cases passed")
 """
 
 
-@pytest.mark.parametrize("shape", ["runs", "coalesced", "tiled"])
+@pytest.mark.parametrize("shape", ["runs", "coalesced", "tiled", "tiled_staged"])
 def test_dense_narrow_forced_shape(shape):
-    # (a forced shape also skips the table's dense_narrow entry: the child expects the runtime kernel's name for
-    # w2v_first's K 10 S 5 too)
+    # (a forced shape also skips a dense_narrow table entry: the child expects the runtime kernel's name for
+    # every (K, S, D)). tiled_staged: the tiled shape's staged epilogue (16-bit y through shared memory, aligned
+    # 16-byte stores; CONVKIT_DENSE_NARROW_STAGED=1), on rows of odd lengths split into several pieces.
     run_child_script(NARROW_SCRIPT.replace("@CASES@", repr(NARROW_CASES)), "forced narrow shape cases passed",
                      CONVKIT_DENSE_NARROW_COALESCED="1" if shape == "coalesced" else "0",
-                     CONVKIT_DENSE_NARROW_TILE="1" if shape == "tiled" else "0", CONVKIT_POISON_OUTPUTS="1",
-                     CONVKIT_FORCE_GENERIC=None)
+                     CONVKIT_DENSE_NARROW_TILE="1" if shape.startswith("tiled") else "0",
+                     CONVKIT_DENSE_NARROW_STAGED="1" if shape == "tiled_staged" else None,
+                     CONVKIT_POISON_OUTPUTS="1", CONVKIT_FORCE_GENERIC=None)
 
 
 def test_dense_narrow_tiled_by_default(poison_outputs):

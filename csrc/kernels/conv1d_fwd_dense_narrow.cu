@@ -149,8 +149,23 @@ __global__ void __launch_bounds__(kThreads) conv1d_fwd_dense_narrow_kernel(const
 // 2.0 TB/s with rows staged in shared memory and written as aligned 16-byte units, against 2.9 TB/s for flat
 // 16-byte stores.
 constexpr int kTileWarps = 8, kTileCo = 8 * kTileWarps, kTileN = 256, kTileSmem = 48 * 1024;
+// The staged epilogue (opt-in, CONVKIT_DENSE_NARROW_STAGED=1; 16-bit y with contiguous, 16-byte aligned rows): each
+// warp writes its 8 rows in two halves of 128 positions through its own shared-memory rows of kStageW elements,
+// each row placed so that the element at a 16-byte unit of y lands on a 16-byte unit of shared memory; then lane u
+// moves unit u of the row with one 16-byte load and one 16-byte store (a warp store writes up to 512 contiguous
+// bytes), element by element only in the two units a piece shares with its neighbours. Why: ci/store_micro.cu
+// (H100) wrote w2v_first's y (rows of 99998 bytes) at 2.0 TB/s so, against ~1.0 TB/s with lanes writing 2-byte
+// elements (this kernel's stores otherwise). Not yet run on a GPU.
+constexpr int kStageHalf = kTileN / 2, kStageW = kStageHalf + 8;
+constexpr int kStageBytes = kTileWarps * 8 * kStageW * 2;  // shared memory the staged epilogue adds
 
-template <typename T>
+// The staged epilogue's shared-memory rows start here (bytes from the dynamic array's start): after the weights and
+// the x window, rounded up to 16 bytes.
+__host__ __device__ inline size_t narrow_stage_offset(int64_t red, int64_t cin_g, int64_t span, size_t elt) {
+  return (static_cast<size_t>(red * kTileCo + cin_g * span) * elt + 15) & ~size_t{15};
+}
+
+template <typename T, bool kStaged>
 __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_kernel(const Conv1dParams p, int span) {
   using A = typename AccOf<T>::type;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -206,14 +221,59 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
   }
 
   T* y = static_cast<T*>(p.y);
+  if constexpr (kStaged) {
+    static_assert(sizeof(T) == 2, "the staged epilogue moves 16-bit elements");
+    unsigned short* st = reinterpret_cast<unsigned short*>(smem_raw + narrow_stage_offset(red, cin_g, span, sizeof(A))) +
+                         warp * 8 * kStageW;
 #pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    if (c0 + c >= n_co) break;
-    T* yrow = y + b * p.y_stride_b + (co0 + c0 + c) * p.y_stride_c;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t js = j0 + h * kStageHalf;  // the piece [js, je) of each of the warp's rows
+      if (js >= p.out_length) break;
+      const int64_t je = min(js + kStageHalf, p.out_length);
+      int sh[8];  // row c's position js sits sh[c] elements past a 16-byte unit of y
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int64_t j = j0 + lane + 32 * i;
-      if (j < p.out_length) yrow[j * p.y_stride_l] = from_acc<T>(activate(p.activation, acc[c][i] + bs[c0 + c]));
+      for (int c = 0; c < 8; ++c) {
+        sh[c] = static_cast<int>((b * p.y_stride_b + (co0 + c0 + c) * p.y_stride_c + js) & 7);
+        if (c0 + c >= n_co) continue;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const T v = from_acc<T>(activate(p.activation, acc[c][4 * h + i] + bs[c0 + c]));
+          unsigned short u16;
+          memcpy(&u16, &v, 2);
+          st[c * kStageW + sh[c] + lane + 32 * i] = u16;  // position js + lane + 32 i
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        if (c0 + c >= n_co) break;
+        unsigned short* yrow = reinterpret_cast<unsigned short*>(y + b * p.y_stride_b + (co0 + c0 + c) * p.y_stride_c);
+        const int64_t a0 = js - sh[c];  // the unit holding js; unit u covers positions a0 + 8u .. a0 + 8u + 7
+        const int units = static_cast<int>((je - a0 + 7) / 8);  // <= 17
+        const unsigned short* src = st + c * kStageW;           // position a0 + t at src[t]
+        for (int u = lane; u < units; u += 32) {
+          const int64_t pu = a0 + 8 * u;
+          if (pu >= js && pu + 8 <= je) {
+            *reinterpret_cast<uint4*>(yrow + pu) = *reinterpret_cast<const uint4*>(src + 8 * u);
+          } else {  // a unit shared with the neighbouring piece: this piece's elements only
+#pragma unroll
+            for (int v = 0; v < 8; ++v)
+              if (pu + v >= js && pu + v < je) yrow[pu + v] = src[8 * u + v];
+          }
+        }
+      }
+      __syncwarp();  // the next half reuses the rows
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      if (c0 + c >= n_co) break;
+      T* yrow = y + b * p.y_stride_b + (co0 + c0 + c) * p.y_stride_c;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int64_t j = j0 + lane + 32 * i;
+        if (j < p.out_length) yrow[j * p.y_stride_l] = from_acc<T>(activate(p.activation, acc[c][i] + bs[c0 + c]));
+      }
     }
   }
 }
@@ -226,15 +286,26 @@ int narrow_tile_forced() {
   return forced;
 }
 
-// The tiled shape's x window per input channel, or 0 where its shared memory would pass kTileSmem.
-int64_t narrow_tile_span(const Conv1dParams& p) {
+// The tiled shape's x window per input channel, or 0 where its shared memory (with the staged epilogue's rows where
+// `staged`) would pass kTileSmem.
+int64_t narrow_tile_span(const Conv1dParams& p, bool staged) {
   const int64_t cin_g = p.in_channels / p.groups;
   const int64_t span = (kTileN - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1;
   const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
+  if (span >= (int64_t{1} << 20)) return 0;
   // (kTileSmem less the static bias array: the dynamic part's default limit is 48 KB with it)
-  if (span >= (int64_t{1} << 20) || (cin_g * p.kernel_size * kTileCo + cin_g * span + kTileCo) * elt > kTileSmem)
-    return 0;
-  return span;
+  const int64_t dynamic = staged ? static_cast<int64_t>(narrow_stage_offset(cin_g * p.kernel_size, cin_g, span, elt)) +
+                                       kStageBytes
+                                 : (cin_g * p.kernel_size * kTileCo + cin_g * span) * elt;
+  return dynamic + kTileCo * elt > kTileSmem ? 0 : span;
+}
+
+// The staged epilogue: asked for (CONVKIT_DENSE_NARROW_STAGED=1, read once per process) and possible (16-bit y,
+// contiguous rows, y 16-byte aligned).
+bool narrow_staged(const Conv1dParams& p) {
+  static const bool on = env_equals("CONVKIT_DENSE_NARROW_STAGED", "1");
+  return on && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) && p.y_stride_l == 1 &&
+         reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 }
 
 // The few-output-channel use (narrow_out, narrow_out8) with lanes on consecutive positions (session 38, opt-in:
@@ -408,7 +479,8 @@ bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
-  const int64_t span = narrow_tile_wanted(p) ? narrow_tile_span(p) : 0;
+  const bool staged = narrow_staged(p);
+  const int64_t span = narrow_tile_wanted(p) ? narrow_tile_span(p, staged) : 0;
   if (span > 0) {
     const int64_t cout_g = p.out_channels / p.groups;
     const int64_t tiles =
@@ -416,11 +488,17 @@ cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t s
     if (tiles == 0) return cudaSuccess;
     // (fewer warps where the group has fewer channels than a tile: idle warps would only load)
     const int warps = static_cast<int>(std::min<int64_t>(kTileWarps, ceil_div(cout_g, int64_t{8})));
-    const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
-    const size_t smem = static_cast<size_t>((p.in_channels / p.groups) * (p.kernel_size * kTileCo + span) * elt);
+    const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4, cin_g = p.in_channels / p.groups;
+    const size_t smem = staged ? narrow_stage_offset(cin_g * p.kernel_size, cin_g, span, elt) + kStageBytes
+                               : static_cast<size_t>(cin_g * (p.kernel_size * kTileCo + span) * elt);
     CONVKIT_DISPATCH_DTYPE(p.dtype, {
-      conv1d_fwd_dense_narrow_tile_kernel<scalar_t>
-          <<<static_cast<unsigned>(tiles), 32 * warps, smem, stream>>>(p, static_cast<int>(span));
+      constexpr bool k16 = sizeof(scalar_t) == 2;  // (staged only holds for 16-bit dtypes)
+      if (staged)
+        conv1d_fwd_dense_narrow_tile_kernel<scalar_t, k16>
+            <<<static_cast<unsigned>(tiles), 32 * warps, smem, stream>>>(p, static_cast<int>(span));
+      else
+        conv1d_fwd_dense_narrow_tile_kernel<scalar_t, false>
+            <<<static_cast<unsigned>(tiles), 32 * warps, smem, stream>>>(p, static_cast<int>(span));
     });
     return cudaGetLastError();
   }
