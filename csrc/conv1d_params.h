@@ -59,6 +59,7 @@ struct Conv1dParams {
   int num_sms;
   int code_arch;   // the virtual architecture of the code the device runs (device_code_arch: 90 on the H200)
   int activation;  // forward epilogue / backward pre-multiplier; see kernels/activation.cuh
+  int realign_stores;  // 1: wg::store_c_tile writes y rows as 16-byte units of y (CONVKIT_REALIGN_STORES=1)
 };
 
 

@@ -151,6 +151,10 @@ Conv1dParams make_params(int64_t B, int64_t Cin, int64_t Cout, int64_t L, int64_
   p.dtype = dtype_of(like);
   p.num_sms = sm_count();
   p.code_arch = code_arch();
+  // CONVKIT_REALIGN_STORES=1 (an experiment, read once per process): the 16-bit wgmma / TMA forwards store y rows
+  // that do not start on a 16-byte unit as whole units of y (wg::store_c_tile)
+  static const bool realign = env_equals("CONVKIT_REALIGN_STORES", "1");
+  p.realign_stores = realign ? 1 : 0;
   return p;
 }
 

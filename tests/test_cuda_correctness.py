@@ -1027,6 +1027,42 @@ def test_dense_tma_forward_matches_float64_torch(case, dtype, poison_outputs):
         check_case(x, w, b, stride, padding, dilation, groups, dtype, activation="gelu" if K % 2 else None)
 
 
+# CONVKIT_REALIGN_STORES=1 (read once per process: a child process): the 16-bit wgmma / TMA forwards' epilogue
+# (wg::store_c_tile) writes y as 16-byte units of y itself, the units a tile shares with its neighbours element by
+# element. Every WGMMA_CASES shape with a (B, C, L) x and every TMA_CASES shape with a (B, L, C) view, GELU, forward
+# and grad-input (whose phases and one-pass kernel store through the same function) against float64, poisoned
+# outputs: out_lengths of every remainder mod 8 among them (rows starting 2, 4, 6, ... bytes into a unit).
+REALIGN_SCRIPT = r"""
+import sys, torch, convkit
+sys.path.insert(0, sys.argv[1])
+from reference import reference, assert_close
+from convkit.functional import resolve_padding
+torch.manual_seed(0)
+for dtype in (torch.bfloat16, torch.float16):
+    for view, cases in ((False, @WGMMA@), (True, @TMA@)):
+        for name, B, Cin, Cout, K, L, S, P, D, G in cases:
+            x = (torch.randn(B, L, Cin, device="cuda").to(dtype).transpose(1, 2) if view
+                 else torch.randn(B, Cin, L, device="cuda").to(dtype)).requires_grad_()
+            w = (torch.randn(Cout, Cin // G, K, device="cuda") / (Cin // G * K) ** 0.5).to(dtype)
+            b = torch.randn(Cout, device="cuda").to(dtype)
+            y = convkit.conv1d(x, w, b, stride=S, padding=P, dilation=D, groups=G, activation="gelu")
+            dy = torch.randn_like(y)
+            y.backward(dy)
+            pl, pr = resolve_padding(P, K, S, D)
+            y_ref, dx_ref = reference(x.detach(), w, b, dy, S, pl, pr, D, G, "gelu")[:2]
+            assert_close(y, y_ref, dtype, f"forward {name} {dtype} view {view}")
+            assert_close(x.grad, dx_ref, dtype, f"grad_input {name} {dtype} view {view}")
+print("realigned store cases passed")
+"""
+
+
+def test_dense_forward_realigned_stores():
+    if not runs_sm90a_code():
+        pytest.skip("the wgmma kernels run on sm_90 devices with an sm_90a build")
+    script = REALIGN_SCRIPT.replace("@WGMMA@", repr(WGMMA_CASES)).replace("@TMA@", repr(TMA_CASES))
+    run_child_script(script, "realigned store cases passed", CONVKIT_REALIGN_STORES="1", CONVKIT_POISON_OUTPUTS="1")
+
+
 def test_dense_tma_forward_only_where_it_applies(poison_outputs):
     """Channels-last x that the tensor map cannot describe, or shapes the kernel is slower on, take the other
     dense kernels and still give torch's results: x 2 bytes off 16-byte alignment, Cin/groups 24 (not a multiple

@@ -292,10 +292,95 @@ using ::convkit::smem_optin_bytes;  // (common.cuh)
 // would: one copy of its code in this rolled loop instead of one per accumulator pair in the fully unrolled walk
 // that fills the tile, which made the TMA forward's code 2-5x larger (session 38: 11096 against 2304 instructions,
 // and GELU runs 3.3x slower in ci/tx_harness.cu on kb67).
+//
+// Rows of y that do not start on a 16-byte unit (an odd or not-multiple-of-8 out_length: kb76, kb67, w2v_k3s2) get
+// 2-, 4- or 8-byte stores 16 bytes apart that way (store8_16bit), partial sectors: ci/store_micro.cu wrote such 2-byte
+// stores at 0.32 TB/s on the H100, against 2.0-2.9 TB/s for whole 16-byte units. With p.realign_stores (CONVKIT_REALIGN_STORES=1, an experiment
+// not yet run on a GPU), y rows contiguous and y 16-byte aligned, thread t takes instead the units of y itself: unit
+// k of a row covers columns 8k - sh .. 8k - sh + 7, sh = how far column 0 sits past a unit of y, read from the tile by
+// two 16-byte loads and a shift (store_units_realigned below); the unit at either end of the tile's columns, shared
+// with the neighbouring tile, goes element by element.
+template <typename T>
+__device__ __forceinline__ void activate_words(int act, uint32_t (&w)[4]) {
+  if (act == kActNone) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float lo = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] & 0xffffu))));
+    const float hi = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] >> 16))));
+    w[i] = tc::bits16<T>(lo) | (tc::bits16<T>(hi) << 16);
+  }
+}
+
+// Columns jl0 .. jl0 + 7 of a C tile row at shared address rbase (16-byte aligned; both 16-byte units touched lie
+// inside the row when jl0 % 8 != 0, as store_units_realigned's interior units do) into w.
+__device__ __forceinline__ void load8_columns(uint32_t rbase, int jl0, uint32_t (&w)[4]) {
+  const int kq = jl0 >> 3, s = jl0 & 7;
+  uint32_t W[8];
+  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(W[0]), "=r"(W[1]), "=r"(W[2]), "=r"(W[3])
+               : "r"(rbase + kq * 16));
+  if (s == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = W[i];
+    return;
+  }
+  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(W[4]), "=r"(W[5]), "=r"(W[6]), "=r"(W[7])
+               : "r"(rbase + kq * 16 + 16));
+  // the words W[wo] .. W[wo + 4] by selects (no dynamic register index), then a 16-bit funnel shift for odd s
+  const int wo = s >> 1;
+  uint32_t X[6], Y[5];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) X[j] = (wo & 2) ? W[j + 2] : W[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) Y[j] = (wo & 1) ? X[j + 1] : X[j];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = (s & 1) ? __funnelshift_r(Y[i], Y[i + 1], 16) : Y[i];
+}
+
+template <typename T>
+__device__ __forceinline__ void store_units_realigned(const Conv1dParams& p, int64_t cout_g, uint32_t c_base,
+                                                      int pitch, int rows, int cols, int t, int nt, int64_t b,
+                                                      int64_t g, int64_t co_first, int64_t j_first, int act) {
+  unsigned short* yr = static_cast<unsigned short*>(p.y);
+  const int ncols = static_cast<int>(min(static_cast<int64_t>(cols), p.out_length - j_first));  // valid columns
+  const int units_row = (cols >> 3) + 1;
+#pragma unroll 1
+  for (int u = t; u < rows * units_row; u += nt) {
+    const int row = u / units_row, k = u - row * units_row;
+    const int64_t co = co_first + row;
+    if (co >= cout_g) continue;
+    const int64_t row0 = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + j_first;  // element of column 0
+    const int jl0 = 8 * k - static_cast<int>(row0 & 7);  // the unit's first column (< 0 for the first unit)
+    if (jl0 >= ncols) continue;
+    const uint32_t rbase = c_base + row * pitch * 2;
+    if (jl0 >= 0 && jl0 + 8 <= ncols) {
+      uint32_t w[4];
+      load8_columns(rbase, jl0, w);
+      activate_words<T>(act, w);
+      *reinterpret_cast<uint4*>(yr + row0 + jl0) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {  // a unit shared with the neighbouring tile (or past out_length): this tile's columns only
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int jl = jl0 + i;
+        if (jl < 0 || jl >= ncols) continue;
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(rbase + jl * 2));
+        if (act != kActNone) v = tc::bits16<T>(activate(act, to_acc(from_bits<T>(v))));
+        yr[row0 + jl] = v;
+      }
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout_g, uint32_t c_base, int pitch, int rows,
                                              int cols, int t, int nt, int64_t b, int64_t g, int64_t co_first,
                                              int64_t j_first, int act) {
+  if (p.realign_stores && p.y_stride_l == 1 && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0) {
+    store_units_realigned<T>(p, cout_g, c_base, pitch, rows, cols, t, nt, b, g, co_first, j_first, act);
+    return;
+  }
   unsigned short* yr = static_cast<unsigned short*>(p.y);
   const int units_row = cols >> 3;
   const int64_t jn = p.out_length - j_first;  // valid columns of the tile
@@ -308,14 +393,7 @@ __device__ __forceinline__ void store_c_tile(const Conv1dParams& p, int64_t cout
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                  : "r"(c_base + (row * pitch + jl) * 2));
-    if (act != kActNone) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float lo = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] & 0xffffu))));
-        const float hi = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] >> 16))));
-        w[i] = tc::bits16<T>(lo) | (tc::bits16<T>(hi) << 16);
-      }
-    }
+    activate_words<T>(act, w);
     const int64_t off = b * p.y_stride_b + (g * cout_g + co) * p.y_stride_c + (j_first + jl) * p.y_stride_l;
     if (p.y_stride_l == 1 && jl + 8 <= jn) {
       store8_16bit(yr + off, w);
