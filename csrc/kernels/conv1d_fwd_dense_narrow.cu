@@ -479,8 +479,15 @@ bool conv1d_fwd_dense_narrow_supports(const Conv1dParams& p) {
 
 cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t stream) {
   if (!conv1d_fwd_dense_narrow_supports(p)) return cudaErrorInvalidValue;
-  const bool staged = narrow_staged(p);
-  const int64_t span = narrow_tile_wanted(p) ? narrow_tile_span(p, staged) : 0;
+  bool staged = narrow_staged(p);
+  int64_t span = 0;
+  if (narrow_tile_wanted(p)) {
+    span = narrow_tile_span(p, staged);
+    if (span == 0 && staged) {  // the staging rows do not fit beside this window: the tiled shape unstaged
+      staged = false;
+      span = narrow_tile_span(p, false);
+    }
+  }
   if (span > 0) {
     const int64_t cout_g = p.out_channels / p.groups;
     const int64_t tiles =
