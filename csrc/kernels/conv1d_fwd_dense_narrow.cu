@@ -280,24 +280,28 @@ __global__ void __launch_bounds__(32 * kTileWarps) conv1d_fwd_dense_narrow_tile_
 
 // CONVKIT_DENSE_NARROW_TILE (read once per process): 1 / 0 = "1" / "0", -1 unset.
 int narrow_tile_forced() {
-  static const int forced = env_equals("CONVKIT_DENSE_NARROW_TILE", "1")   ? 1
-                            : env_equals("CONVKIT_DENSE_NARROW_TILE", "0") ? 0
-                                                                           : -1;
+  static const int forced = env_forced("CONVKIT_DENSE_NARROW_TILE");
   return forced;
+}
+
+// The tiled shape's accumulator size in bytes (fp32, or fp64 for fp64): its weights, x window and bias array.
+int64_t narrow_tile_elt(const Conv1dParams& p) { return p.dtype == DType::kFloat64 ? 8 : 4; }
+
+// The tiled shape's dynamic shared memory for an x window of `span` positions: weights and window, and the staged
+// epilogue's rows after them where `staged`.
+int64_t narrow_tile_smem(const Conv1dParams& p, int64_t span, bool staged) {
+  const int64_t cin_g = p.in_channels / p.groups, red = cin_g * p.kernel_size, elt = narrow_tile_elt(p);
+  return staged ? static_cast<int64_t>(narrow_stage_offset(red, cin_g, span, elt)) + kStageBytes
+                : (red * kTileCo + cin_g * span) * elt;
 }
 
 // The tiled shape's x window per input channel, or 0 where its shared memory (with the staged epilogue's rows where
 // `staged`) would pass kTileSmem.
 int64_t narrow_tile_span(const Conv1dParams& p, bool staged) {
-  const int64_t cin_g = p.in_channels / p.groups;
   const int64_t span = (kTileN - 1) * p.stride + (p.kernel_size - 1) * p.dilation + 1;
-  const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4;
   if (span >= (int64_t{1} << 20)) return 0;
   // (kTileSmem less the static bias array: the dynamic part's default limit is 48 KB with it)
-  const int64_t dynamic = staged ? static_cast<int64_t>(narrow_stage_offset(cin_g * p.kernel_size, cin_g, span, elt)) +
-                                       kStageBytes
-                                 : (cin_g * p.kernel_size * kTileCo + cin_g * span) * elt;
-  return dynamic + kTileCo * elt > kTileSmem ? 0 : span;
+  return narrow_tile_smem(p, span, staged) + kTileCo * narrow_tile_elt(p) > kTileSmem ? 0 : span;
 }
 
 // The staged epilogue: asked for (CONVKIT_DENSE_NARROW_STAGED=1, read once per process) and possible (16-bit y,
@@ -425,9 +429,7 @@ constexpr NarrowShape kOut1{128, 8, 1};  // narrow_out with Cout/groups == 1 (no
 // for every dtype (read once per process).
 // 1 / 0: CONVKIT_DENSE_NARROW_COALESCED=1 / =0; -1: unset.
 int narrow_coalesced_forced() {
-  static const int forced = env_equals("CONVKIT_DENSE_NARROW_COALESCED", "1")   ? 1
-                            : env_equals("CONVKIT_DENSE_NARROW_COALESCED", "0") ? 0
-                                                                                 : -1;
+  static const int forced = env_forced("CONVKIT_DENSE_NARROW_COALESCED");
   return forced;
 }
 bool narrow_coalesced(DType dtype) {
@@ -495,9 +497,7 @@ cudaError_t launch_conv1d_fwd_dense_narrow(const Conv1dParams& p, cudaStream_t s
     if (tiles == 0) return cudaSuccess;
     // (fewer warps where the group has fewer channels than a tile: idle warps would only load)
     const int warps = static_cast<int>(std::min<int64_t>(kTileWarps, ceil_div(cout_g, int64_t{8})));
-    const int64_t elt = p.dtype == DType::kFloat64 ? 8 : 4, cin_g = p.in_channels / p.groups;
-    const size_t smem = staged ? narrow_stage_offset(cin_g * p.kernel_size, cin_g, span, elt) + kStageBytes
-                               : static_cast<size_t>(cin_g * (p.kernel_size * kTileCo + span) * elt);
+    const size_t smem = static_cast<size_t>(narrow_tile_smem(p, span, staged));
     CONVKIT_DISPATCH_DTYPE(p.dtype, {
       constexpr bool k16 = sizeof(scalar_t) == 2;  // (staged only holds for 16-bit dtypes)
       if (staged)

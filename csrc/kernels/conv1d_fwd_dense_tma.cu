@@ -977,8 +977,8 @@ constexpr int64_t kCopyMinWorkPerElement = 384;
 bool channels_last_x(const Conv1dParams& p) { return p.x_stride_c == 1; }
 
 bool copy_pays(const Conv1dParams& p) {
-  static const int mode = env_equals("CONVKIT_DENSE_TMA_COPY", "0") ? 0 : env_equals("CONVKIT_DENSE_TMA_COPY", "1") ? 1 : 2;
-  if (mode != 2) return mode == 1;
+  static const int forced = env_forced("CONVKIT_DENSE_TMA_COPY");
+  if (forced >= 0) return forced == 1;
   return (p.out_channels / p.groups) * p.kernel_size >= kCopyMinWorkPerElement * p.stride;
 }
 
@@ -1060,9 +1060,9 @@ bool tx_map_ok(const Conv1dParams& p) {
 // copy: by default where the copy would run (copy_pays) and the map can describe x. CONVKIT_DENSE_TMA_TX=0: never
 // (the copy); =1: every x whose map it can make, also shapes the copy does not pay on (read once per process).
 bool transpose_x(const Conv1dParams& p) {
-  static const int mode = env_equals("CONVKIT_DENSE_TMA_TX", "0") ? 0 : env_equals("CONVKIT_DENSE_TMA_TX", "1") ? 1 : 2;
-  if (mode == 0 || !tx_map_ok(p)) return false;
-  return mode == 1 || copy_pays(p);
+  static const int forced = env_forced("CONVKIT_DENSE_TMA_TX");
+  if (forced == 0 || !tx_map_ok(p)) return false;
+  return forced == 1 || copy_pays(p);
 }
 
 bool plan_shapes(const Conv1dParams& p, TmaPlan& q, bool tx);

@@ -18,6 +18,11 @@ inline bool env_equals(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
+// A switch that forces something on or off: 1 where `name` is "1", 0 where it is "0", -1 otherwise (the default).
+inline int env_forced(const char* name) {
+  return env_equals(name, "1") ? 1 : env_equals(name, "0") ? 0 : -1;
+}
+
 using LaunchFn = cudaError_t (*)(const Conv1dParams&, cudaStream_t);
 
 // Generic kernels: kernel size, stride, padding, dilation and groups are runtime values.

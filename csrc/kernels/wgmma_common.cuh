@@ -300,15 +300,19 @@ using ::convkit::smem_optin_bytes;  // (common.cuh)
 // k of a row covers columns 8k - sh .. 8k - sh + 7, sh = how far column 0 sits past a unit of y, read from the tile by
 // two 16-byte loads and a shift (store_units_realigned below); the unit at either end of the tile's columns, shared
 // with the neighbouring tile, goes element by element.
+// activation(v) of one rounded 16-bit value of type T, rounded again (the caller skips kActNone).
+template <typename T>
+__device__ __forceinline__ uint32_t activate_bits(int act, unsigned short v) {
+  return tc::bits16<T>(activate(act, to_acc(from_bits<T>(v))));
+}
+
 template <typename T>
 __device__ __forceinline__ void activate_words(int act, uint32_t (&w)[4]) {
   if (act == kActNone) return;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float lo = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] & 0xffffu))));
-    const float hi = activate(act, to_acc(from_bits<T>(static_cast<unsigned short>(w[i] >> 16))));
-    w[i] = tc::bits16<T>(lo) | (tc::bits16<T>(hi) << 16);
-  }
+  for (int i = 0; i < 4; ++i)
+    w[i] = activate_bits<T>(act, static_cast<unsigned short>(w[i] & 0xffffu)) |
+           (activate_bits<T>(act, static_cast<unsigned short>(w[i] >> 16)) << 16);
 }
 
 // Columns jl0 .. jl0 + 7 of a C tile row at shared address rbase (16-byte aligned; both 16-byte units touched lie
@@ -366,7 +370,7 @@ __device__ __forceinline__ void store_units_realigned(const Conv1dParams& p, int
         if (jl < 0 || jl >= ncols) continue;
         unsigned short v;
         asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(rbase + jl * 2));
-        if (act != kActNone) v = tc::bits16<T>(activate(act, to_acc(from_bits<T>(v))));
+        if (act != kActNone) v = static_cast<unsigned short>(activate_bits<T>(act, v));
         yr[row0 + jl] = v;
       }
     }
